@@ -1,0 +1,68 @@
+"""`python -m harness`: the same commands as `invoke`, for hosts without invoke."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import commands, images
+from .errors import HarnessError
+
+
+def _selection(args: argparse.Namespace) -> commands.Selection:
+    return commands.Selection(args.matrix, tuple(args.only), tuple(args.exclude))
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", type=Path, help="matrix file (default: matrix.yaml with GPUs, matrix-cpu.yaml without)")
+    p.add_argument("--only", action="append", default=[], help="glob on the cell id, or key=glob; repeatable")
+    p.add_argument("--exclude", action="append", default=[], help="glob on the cell id, or key=glob; repeatable")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("list", help="print the expanded cells, n/a ones with their reason")
+    _add_selection(ls)
+    ls.add_argument("--json", action="store_true", help="machine-readable list")
+    b = sub.add_parser("build", help="build the images of the selected cells (cached by content hash)")
+    _add_selection(b)
+    b.add_argument("--rebuild", action="store_true", help="build even when an image with the same content exists")
+    b.add_argument("--wheelhouse", type=Path, help="download wheels on the host into DIR and install them offline")
+    b.add_argument("--ca-bundle", type=Path, help="PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)")
+    b.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS, help="results folder")
+    b.add_argument("--run-id", help="name of the run folder (default: a new timestamped one)")
+    bi = sub.add_parser("base-image", help="make the local Debian base image with debootstrap (no registry)")
+    bi.add_argument("--ref", default="harness-base:bookworm")
+    bi.add_argument("--mirror", help="Debian mirror URL for debootstrap")
+    return p
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "list":
+        return commands.list_cells(_selection(args), as_json=args.json)
+    if args.command == "build":
+        options = images.BuildOptions.from_env(rebuild=args.rebuild, wheelhouse=args.wheelhouse, ca_bundle=args.ca_bundle)
+        return commands.build(_selection(args), options, args.results, args.run_id)
+    if args.command == "base-image":
+        return commands.base_image(args.ref, args.mirror)
+    raise AssertionError(args.command)
+
+
+def guarded(fn: Callable[[], int]) -> int:
+    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C exit 130, no traceback."""
+    try:
+        return fn()
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return guarded(lambda: dispatch(args))

@@ -1,0 +1,1 @@
+"""Engines run images: `docker` through the Docker SDK; `host` (later) in the current environment."""

@@ -1,0 +1,179 @@
+"""The one place that talks to the Docker engine (through the Docker SDK for Python). Everything it
+creates carries the harness label, so leftovers can always be found and removed."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import docker
+import docker.errors
+from contextlib import contextmanager
+
+from ..errors import HarnessError, InfraError
+
+LABEL = "io.nccl-harness"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LABEL_RUN = f"{LABEL}.run"
+LABEL_CELL = f"{LABEL}.cell"
+
+
+class BuildFailed(Exception):
+    """The engine refused or the Dockerfile failed; str() is the key error line."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int | None
+    output: str
+    timed_out: bool
+
+
+class DockerEngine:
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, timeout: float = 10) -> "DockerEngine":
+        """Connect or raise InfraError with the way out."""
+        try:
+            client = docker.from_env(timeout=timeout)
+            client.ping()
+        except docker.errors.DockerException as exc:
+            raise InfraError(
+                f"the Docker engine is not reachable ({_short(exc)}). Fix: start it (on Debian as root: "
+                "scripts/setup.sh installs docker.io and starts dockerd), or set DOCKER_HOST to a running engine."
+            ) from None
+        return cls(client)
+
+    def version(self) -> dict:
+        return self.client.version()
+
+    def image_exists(self, ref: str) -> bool:
+        try:
+            self.client.images.get(ref)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        return self.client.images.get(ref).labels or {}
+
+    def remove_image(self, ref: str) -> None:
+        try:
+            self.client.images.remove(ref, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+    def build(
+        self,
+        context: Path,
+        tag: str,
+        *,
+        labels: dict[str, str],
+        buildargs: dict[str, str],
+        log: Path,
+        on_line: Callable[[str], None] = lambda _: None,
+        timeout: float = 3600,
+    ) -> str:
+        """Build `context` into `tag`, streaming the engine's log to `log`; returns the image id."""
+        image_id = None
+        last: list[str] = []
+        with open(log, "a") as sink:
+            try:
+                stream = self.client.api.build(
+                    path=str(context),
+                    tag=tag,
+                    labels={LABEL: "image", **labels},
+                    buildargs=buildargs,
+                    rm=True,
+                    forcerm=True,
+                    decode=True,
+                    timeout=timeout,
+                    pull=False,
+                )
+                for chunk in stream:
+                    if "stream" in chunk:
+                        text = chunk["stream"]
+                        sink.write(text)
+                        sink.flush()
+                        for line in text.splitlines():
+                            if line.strip():
+                                last = (last + [line])[-20:]
+                                if line.startswith("Step "):
+                                    on_line(line.strip())
+                    if "error" in chunk:
+                        sink.write(f"\nERROR: {chunk['error']}\n")
+                        raise BuildFailed(_key_line(chunk["error"], last))
+                    if "aux" in chunk and "ID" in chunk["aux"]:
+                        image_id = chunk["aux"]["ID"]
+            except docker.errors.APIError as exc:
+                sink.write(f"\nERROR: {exc}\n")
+                raise BuildFailed(_short(exc)) from None
+            except docker.errors.DockerException as exc:
+                sink.write(f"\nERROR: {exc}\n")
+                raise BuildFailed(_short(exc)) from None
+        if not self.image_exists(tag):
+            raise BuildFailed("the engine finished without producing the image")
+        return image_id or self.client.images.get(tag).id
+
+    def import_rootfs(self, tarball: Path, ref: str, labels: dict[str, str]) -> None:
+        repo, _, tag = ref.partition(":")
+        changes = [f'LABEL {k}="{v}"' for k, v in {LABEL: "base", **labels}.items()]
+        self.client.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
+        if not self.image_exists(ref):
+            raise HarnessError(f"importing {tarball} as {ref} produced no image.", code=4)
+
+    @contextmanager
+    def container(self, image: str, command: list[str], *, labels: dict[str, str], name: str | None = None,
+                  **kwargs) -> Iterator["docker.models.containers.Container"]:
+        """A named, labelled container that is removed on every path out, Ctrl-C included."""
+        name = name or f"nccl-harness-{uuid.uuid4().hex[:12]}"
+        container = self.client.containers.create(image, command, name=name, labels={LABEL: "cell", **labels}, **kwargs)
+        try:
+            yield container
+        finally:
+            self.remove_container(name)
+
+    def remove_container(self, name: str) -> None:
+        try:
+            self.client.api.remove_container(name, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+
+    def run_once(self, image: str, command: list[str], *, timeout: float = 120, labels: dict[str, str] | None = None,
+                 **kwargs) -> RunResult:
+        """Run a short command to completion (or the timeout) and return its exit code and output."""
+        with self.container(image, command, labels=labels or {}, **kwargs) as container:
+            container.start()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                container.reload()
+                if container.status == "exited":
+                    code = container.attrs["State"]["ExitCode"]
+                    return RunResult(code, container.logs().decode(errors="replace"), False)
+                time.sleep(0.2)
+            container.kill()
+            return RunResult(None, container.logs().decode(errors="replace"), True)
+
+    def leftovers(self, label_filter: str = LABEL) -> list[str]:
+        """Names of containers (running or not) that carry the harness label."""
+        return [c.name for c in self.client.containers.list(all=True, filters={"label": label_filter})]
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().replace("\n", " ")
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def _key_line(error: str, last: list[str]) -> str:
+    """The engine's error plus the most telling line of the failed step's output."""
+    telling = [l for l in last if any(w in l for w in ("ERROR", "Error", "error:", "No matching", "Could not"))]
+    detail = telling[-1].strip() if telling else ""
+    error = _ANSI.sub("", error.strip())
+    detail = _ANSI.sub("", detail)
+    return f"{error} ({detail})" if detail and detail not in error else error

@@ -1,0 +1,37 @@
+"""Errors that end a command with a one-paragraph message and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+# Exit codes shared by every command (see README).
+EXIT_OK = 0
+EXIT_CELLS_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOTHING_SELECTED = 3
+EXIT_INFRA = 4
+
+
+class HarnessError(Exception):
+    """A problem the user can fix; `str()` is the whole message, `code` the exit code."""
+
+    code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class MatrixError(HarnessError):
+    """matrix.yaml is malformed: names the file, the key path (and line) and the fix."""
+
+    def __init__(self, path: str, key: str, problem: str, fix: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line else path
+        key_part = f" at `{key}`" if key else ""
+        super().__init__(f"{where}{key_part}: {problem} Fix: {fix}")
+        self.path, self.key, self.problem, self.fix, self.line = path, key, problem, fix, line
+
+
+class InfraError(HarnessError):
+    """The harness cannot work here (no engine, no debootstrap...): exit 4 with the way out."""
+
+    code = EXIT_INFRA

@@ -1,0 +1,230 @@
+"""From a stack to an image: render the Jinja2 template into a build context, name it by the hash of
+its content, and build it through the engine only when no image has that name yet."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from . import __version__, baseimage, compat, wheelhouse
+from .engines.docker import LABEL, BuildFailed, DockerEngine
+from .errors import HarnessError
+from . import matrix
+from .matrix import REPO_ROOT, Stack
+from .progress import Progress
+
+WORKLOAD_DIR = REPO_ROOT / "harness" / "workload"
+IMAGE_REPO = "nccl-harness"
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+CA_NAME = "harness-ca.crt"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    rebuild: bool = False
+    wheelhouse: Path | None = None
+    ca_bundle: Path | None = None
+    # Proxy settings reach RUN steps as Docker's predefined build args; they are not part of the hash,
+    # since they change how bytes are fetched, not which bytes end up in the image.
+    proxy: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_env(cls, **kwargs) -> "BuildOptions":
+        proxy = tuple((k, os.environ[k]) for k in PROXY_VARS if os.environ.get(k))
+        return cls(proxy=proxy, **kwargs)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Everything that decides the image's content; `digest` names it."""
+
+    stack: Stack
+    dockerfile: str
+    files: tuple[tuple[str, Path], ...]
+    labels: tuple[tuple[str, str], ...]
+    digest: str
+
+    @property
+    def tag(self) -> str:
+        return f"{IMAGE_REPO}/{_repo_safe(self.stack.id)}:{self.digest[:16]}"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    stack_id: str
+    tag: str
+    status: str  # built | cached | build-error
+    reason: str = ""
+    seconds: float = 0.0
+    log: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "build-error"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _repo_safe(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]", "_", text.lower())
+
+
+@lru_cache(maxsize=None)
+def _file_sha(path: Path, size: int, mtime: float) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha(path: Path) -> str:
+    st = path.stat()
+    return _file_sha(path, st.st_size, st.st_mtime)
+
+
+def requirements(stack: Stack) -> list[str]:
+    """What pip installs in the image, in the order the template installs it."""
+    reqs = [f"torch=={stack.torch}", f"accelerate=={stack.accelerate}"]
+    if compat.needs_numpy_below_2(stack.torch):
+        reqs.append("numpy<2")
+    return reqs
+
+
+def nccl_package(stack: Stack) -> str | None:
+    if stack.nccl_via != "pip":
+        return None
+    return f"nvidia-nccl-cu{stack.cuda.split('.')[0]}=={stack.nccl}"
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(matrix.IMAGES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shargs"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
+    env.tests["startingwith"] = lambda value, prefix: str(value).startswith(prefix)
+    return env
+
+
+def labels_of(stack: Stack) -> dict[str, str]:
+    return {
+        f"{LABEL}.stack": stack.id,
+        f"{LABEL}.cuda": stack.cuda,
+        f"{LABEL}.torch": stack.torch,
+        f"{LABEL}.accelerate": stack.accelerate,
+        f"{LABEL}.nccl": stack.nccl,
+        f"{LABEL}.nccl-via": stack.nccl_via,
+        f"{LABEL}.python": stack.python,
+        f"{LABEL}.base": stack.base,
+        f"{LABEL}.harness-version": __version__,
+    }
+
+
+def render(stack: Stack, options: BuildOptions, wheels: list[Path] | None = None) -> BuildContext:
+    """Render the stack's template; reads the files it copies (to hash them) but changes nothing."""
+    files: list[tuple[str, Path]] = [
+        (f"workload/{p.relative_to(WORKLOAD_DIR)}", p)
+        for p in sorted(WORKLOAD_DIR.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    ]
+    if options.ca_bundle:
+        files.append((CA_NAME, options.ca_bundle))
+    for wheel in wheels or ():
+        files.append((f"wheels/{wheel.name}", wheel))
+    labels = labels_of(stack)
+    try:
+        dockerfile = _env().get_template(f"{stack.template}.Dockerfile.j2").render(
+            stack=stack,
+            labels=labels,
+            requirements=requirements(stack),
+            nccl_package=nccl_package(stack),
+            cuda_mm=".".join(stack.cuda.split(".")[:2]),
+            wheelhouse=bool(wheels),
+            ca_bundle=CA_NAME if options.ca_bundle else None,
+        )
+    except jinja2.TemplateError as exc:
+        raise HarnessError(f"{matrix.template_path(stack.template)}: cannot render ({exc}). Fix: correct the template.") from None
+    digest = hashlib.sha256()
+    digest.update(dockerfile.encode())
+    for name, path in files:
+        digest.update(f"\0{name}\0{file_sha(path)}".encode())
+    return BuildContext(stack, dockerfile, tuple(files), tuple(labels.items()), digest.hexdigest())
+
+
+def materialize(context: BuildContext, dest: Path) -> None:
+    """Write the build context to `dest` (wheels hard-linked where the filesystem allows)."""
+    (dest / "Dockerfile").write_text(context.dockerfile)
+    for name, src in context.files:
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, target)
+        except OSError:
+            shutil.copy2(src, target)
+
+
+def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
+    """Resolve the wheelhouse (when asked) and render."""
+    wheels = None
+    if options.wheelhouse:
+        reqs = requirements(stack) + ([nccl_package(stack)] if nccl_package(stack) else [])
+        wheels = wheelhouse.collect(options.wheelhouse, reqs, stack.python, stack.torch_index, log)
+    return render(stack, options, wheels)
+
+
+def build_all(
+    stacks: list[Stack], engine: DockerEngine, options: BuildOptions, log_dir: Path, progress: Progress
+) -> dict[str, BuildResult]:
+    """Build every stack's image, one at a time; a failure is recorded and the rest go on."""
+    results: dict[str, BuildResult] = {}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for n, stack in enumerate(stacks, 1):
+        log = log_dir / f"{stack.id}.log"
+        started = time.monotonic()
+        tag = ""
+        try:
+            context = prepare(stack, options, log)
+            tag = context.tag
+            if not options.rebuild and engine.image_exists(tag):
+                results[stack.id] = BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
+                progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})")
+                continue
+            if baseimage.is_local(stack.base):
+                baseimage.ensure(engine, stack.base, log_dir / f"base-{_repo_safe(stack.base)}.log", progress)
+            with progress.task(f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"):
+                with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
+                    materialize(context, Path(tmp))
+                    engine.build(
+                        Path(tmp),
+                        tag,
+                        labels={f"{LABEL}.content-hash": context.digest},
+                        buildargs=dict(options.proxy),
+                        log=log,
+                        on_line=progress.detail,
+                    )
+            result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
+        except (BuildFailed, HarnessError) as exc:
+            if isinstance(exc, HarnessError) and exc.code not in (2, 4):
+                raise
+            result = BuildResult(stack.id, tag, "build-error", str(exc), time.monotonic() - started, str(log))
+        results[stack.id] = result
+        progress.say(
+            f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
+            + (f" - {result.reason}" if result.reason else "")
+        )
+    return results

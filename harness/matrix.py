@@ -1,0 +1,569 @@
+"""matrix.yaml: its schema, validation with errors a person can act on, and the pure expansion into
+cells (stacks x NCCL variants x launchers), GitHub-Actions style, with impossible stacks kept as `n/a`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import hashlib
+import itertools
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import compat
+from .errors import HarnessError, MatrixError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = REPO_ROOT / "images"
+DEFAULT_GPU_MATRIX = REPO_ROOT / "matrix.yaml"
+DEFAULT_CPU_MATRIX = REPO_ROOT / "matrix-cpu.yaml"
+
+STACK_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_index", "template")
+REQUIRED_STACK_KEYS = ("cuda", "torch", "accelerate")
+CELL_KEYS = STACK_KEYS + ("variant", "launcher")
+FILTER_KEYS = CELL_KEYS + ("nccl_via", "id", "stack")
+LAUNCHERS = ("accelerate", "torchrun")
+
+BUILTIN_VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "p2p-off": {"NCCL_P2P_DISABLE": "1"},
+    "p2p-nvl": {"NCCL_P2P_LEVEL": "NVL"},
+    "shm-off": {"NCCL_SHM_DISABLE": "1"},
+    "net-only": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+    "ib-off": {"NCCL_IB_DISABLE": "1"},
+}
+BUILTIN_DESCRIPTIONS = {
+    "default": "NCCL chooses everything",
+    "p2p-off": "no GPU peer-to-peer (falls back to SHM, then NET)",
+    "p2p-nvl": "peer-to-peer only over NVLink",
+    "shm-off": "no shared-memory transport",
+    "net-only": "P2P and SHM off: the network (sockets/IB) path",
+    "ib-off": "no InfiniBand",
+}
+
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$")
+_VARIANT_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SIZE_RE = re.compile(r"^([0-9]+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+# ---------------------------------------------------------------- schema (pydantic, unknown keys rejected)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(_Strict):
+    """Seconds without progress after which a phase counts as hung; `cell` is the hard cap."""
+
+    fingerprint: float = Field(120, gt=0)
+    init: float = Field(90, gt=0)
+    prepare: float = Field(120, gt=0)
+    step: float = Field(60, gt=0)
+    check: float = Field(60, gt=0)
+    bandwidth: float = Field(120, gt=0)
+    teardown: float = Field(30, gt=0)
+    cell: float = Field(1800, gt=0)
+
+
+class Bandwidth(_Strict):
+    sizes: list[int | str] = ["8K", "64K", "1M", "16M", "256M", "1G"]
+    iters: int = Field(20, ge=1)
+    warmup: int = Field(5, ge=0)
+
+
+class VariantDef(_Strict):
+    env: dict[str, str | int] = {}
+    description: str = ""
+
+
+class Define(_Strict):
+    variants: dict[str, VariantDef] = {}
+
+
+class StackAxes(_Strict):
+    matrix: dict[str, list[str]] = {}
+    include: list[dict[str, str]] = []
+    exclude: list[dict[str, str]] = []
+
+
+class MatrixFile(_Strict):
+    version: Literal[1] = 1
+    description: str = ""
+    stacks: StackAxes
+    variants: list[str] = ["default"]
+    launchers: list[Literal["accelerate", "torchrun"]] = ["accelerate"]
+    exclude: list[dict[str, str]] = []
+    define: Define = Define()
+    timeouts: Timeouts = Timeouts()
+    bandwidth: Bandwidth = Bandwidth()
+    ranks: int = Field(2, ge=1, description="ranks of a CPU cell")
+
+
+# ---------------------------------------------------------------- values the rest of the harness uses
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One software stack = one image."""
+
+    cuda: str
+    torch: str
+    accelerate: str
+    nccl: str = "bundled"  # "bundled" or the pinned version
+    nccl_via: str = "bundled"  # bundled | pip | system
+    base: str = ""
+    python: str = ""
+    torch_index: str = ""
+    template: str = ""
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda == "cpu"
+
+    @property
+    def id(self) -> str:
+        parts = ["cpu" if self.is_cpu else f"cu{self.cuda}", f"torch{self.torch}", f"acc{self.accelerate}"]
+        if self.nccl_via == "pip":
+            parts.append(f"nccl{self.nccl}")
+        elif self.nccl_via == "system":
+            parts.append(f"nccl{self.nccl}sys")
+        return "-".join(parts)
+
+    def fields(self) -> dict[str, str]:
+        return {k: getattr(self, k) for k in STACK_KEYS} | {"nccl_via": self.nccl_via, "stack": self.id}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    env: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class Cell:
+    stack: Stack
+    variant: Variant
+    launcher: str = "accelerate"
+    na_reason: str | None = None
+
+    @property
+    def id(self) -> str:
+        suffix = "" if self.launcher == "accelerate" else f"+{self.launcher}"
+        return f"{self.stack.id}+{self.variant.name}{suffix}"
+
+    def fields(self) -> dict[str, str]:
+        return self.stack.fields() | {"variant": self.variant.name, "launcher": self.launcher, "id": self.id}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    sha256: str
+    description: str
+    stacks: tuple[Stack, ...]
+    cells: tuple[Cell, ...]
+    variants: dict[str, Variant] = field(default_factory=dict)
+    timeouts: Timeouts = Timeouts()
+    bandwidth_sizes: tuple[int, ...] = ()
+    bandwidth_iters: int = 20
+    bandwidth_warmup: int = 5
+    ranks: int = 2
+
+    @property
+    def runnable(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.na_reason is None)
+
+
+# ---------------------------------------------------------------- YAML with line numbers and honest floats
+
+
+class _Float(float):
+    """A YAML float that remembers how it was written, so '12.10' can be quoted back to the user."""
+
+    text: str
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _Float:
+    value = _Float(yaml.SafeLoader.construct_yaml_float(loader, node))
+    value.text = node.value
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+def _node_lines(node: yaml.Node | None, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    out = {} if out is None else out
+    if node is None:
+        return out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _node_lines(value, path + (key.value,), out)
+            out[path + (key.value,)] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _node_lines(item, path + (i,), out)
+    return out
+
+
+def _key(path: tuple) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class _Ctx:
+    """Where errors point: the file and the line of every key path."""
+
+    def __init__(self, path: Path, lines: dict[tuple, int]) -> None:
+        self.path, self.lines = path, lines
+
+    def line(self, loc: tuple) -> int | None:
+        for n in range(len(loc), -1, -1):
+            if loc[:n] in self.lines:
+                return self.lines[loc[:n]]
+        return None
+
+    def error(self, loc: tuple, problem: str, fix: str) -> MatrixError:
+        return MatrixError(str(self.path), _key(loc), problem, fix, self.line(loc))
+
+
+# ---------------------------------------------------------------- loading and validation
+
+
+def load(path: str | Path) -> Matrix:
+    """Read, validate and expand a matrix file; every problem is a MatrixError (exit 2)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise HarnessError(
+            f"{path}: no such matrix file. Fix: pass an existing file with --matrix "
+            f"(the repository has {DEFAULT_GPU_MATRIX.name} and {DEFAULT_CPU_MATRIX.name})."
+        ) from None
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot be read ({exc.strerror}). Fix: check its permissions.") from None
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        raw = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise MatrixError(str(path), "", f"is not valid YAML ({problem}).", "correct the YAML syntax.", line) from None
+    finally:
+        loader.dispose()
+    ctx = _Ctx(path, _node_lines(node))
+    if not isinstance(raw, dict):
+        raise ctx.error((), "must be a mapping with at least a `stacks` key.", "see the matrix.yaml format in README.md.")
+    try:
+        spec = MatrixFile.model_validate(raw)
+    except ValidationError as exc:
+        raise _translate(exc, ctx) from None
+    return _build(spec, path, hashlib.sha256(text.encode()).hexdigest(), ctx)
+
+
+def _loc(error: dict) -> tuple:
+    """The key path of a pydantic error, without the union member names pydantic appends."""
+    loc = tuple(error["loc"])
+    while loc and loc[-1] in ("str", "int", "float"):
+        loc = loc[:-1]
+    return loc
+
+
+def _not_a_string(value: bool | float | int, in_env: bool) -> tuple[str, str]:
+    """Versions are strings: YAML turns unquoted 12.10 into 12.1, so a number is refused, not guessed."""
+    if isinstance(value, bool):
+        return f"is the boolean {value} (YAML reads yes/no/on/off/true/false so); a string is expected.", "quote the value."
+    text = getattr(value, "text", str(value))
+    if in_env:
+        return f"is the number {text}; environment values are strings or integers.", f'quote it: "{text}".'
+    if isinstance(value, float):
+        return (
+            f"is the number {text}, which YAML reads as {float(value)!r}; versions must be strings "
+            "(an unquoted 12.10 would silently become 12.1).",
+            f'quote it: "{text}".',
+        )
+    return f"is the number {text}; versions and names must be strings.", f'quote it: "{text}".'
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    model: Any = MatrixFile
+    for part in loc[:-1]:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            model = model.model_fields[part].annotation if part in model.model_fields else None
+        elif typing.get_origin(model) in (list, dict):
+            model = typing.get_args(model)[-1]
+        if model is None:
+            return []
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _translate(exc: ValidationError, ctx: _Ctx) -> MatrixError:
+    errors = sorted(exc.errors(), key=lambda e: ctx.line(_loc(e)) or 0)
+    first = errors[0]
+    loc, kind, value = _loc(first), first["type"], first.get("input")
+    if kind in ("string_type", "int_type") and isinstance(value, (bool, float, int)):
+        problem, fix = _not_a_string(value, "env" in loc)
+    elif kind == "extra_forbidden":
+        known = _known_keys(loc)
+        hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        fix = f"did you mean `{hint[0]}`? " if hint else ""
+        fix += f"Known keys here: {', '.join(known)}." if known else "remove it."
+        problem = f"unknown key `{loc[-1]}`."
+    elif kind == "missing":
+        problem, fix = "is required but missing.", f"add `{loc[-1]}:` (see the matrix.yaml format in README.md)."
+    elif kind == "literal_error":
+        problem = f"{first['input']!r} is not allowed ({first['msg']})."
+        fix = "use one of the values listed."
+    else:
+        problem = f"{first['msg']} (got {first.get('input')!r})."
+        fix = "correct the value (see the matrix.yaml format in README.md)."
+    if len(errors) > 1:
+        fix += f" ({len(errors) - 1} more problem(s) after this one.)"
+    return ctx.error(loc, problem, fix)
+
+
+def parse_size(value: int | str) -> int:
+    """'256M' -> 268435456 (binary units, as nccl-tests prints them)."""
+    if isinstance(value, int):
+        return value
+    m = _SIZE_RE.match(value.strip())
+    if not m:
+        raise ValueError(value)
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def _parse_nccl(text: str) -> tuple[str, str]:
+    """'bundled' | '2.21.5' | 'pip:2.21.5' | 'system:2.21.5' -> (version, via)."""
+    if text == "bundled":
+        return "bundled", "bundled"
+    via, _, version = text.rpartition(":")
+    via = via or "pip"
+    if via not in ("pip", "system") or not _VERSION_RE.match(version):
+        raise ValueError(text)
+    return version, via
+
+
+def _check_axes(spec: MatrixFile, ctx: _Ctx) -> None:
+    axes = spec.stacks
+    for key, values in axes.matrix.items():
+        if key not in STACK_KEYS:
+            raise ctx.error(("stacks", "matrix", key), f"`{key}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}.")
+        if not values:
+            raise ctx.error(
+                ("stacks", "matrix", key),
+                "is an empty list, which would make zero stacks.",
+                "give at least one value, or remove the key.",
+            )
+    for section in ("include", "exclude"):
+        for i, entry in enumerate(getattr(axes, section)):
+            for key in entry:
+                if key not in STACK_KEYS:
+                    raise ctx.error(
+                        ("stacks", section, i, key), f"`{key}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}."
+                    )
+    for i, entry in enumerate(spec.exclude):
+        for key in entry:
+            if key not in CELL_KEYS:
+                raise ctx.error(("exclude", i, key), f"`{key}` is not a cell key.", f"use one of: {', '.join(CELL_KEYS)}.")
+    for key in ("variants", "launchers"):
+        if not getattr(spec, key):
+            raise ctx.error((key,), "is an empty list, which would make zero cells.", "list at least one, or remove the key.")
+    if not axes.matrix and not axes.include:
+        raise ctx.error(("stacks",), "defines no stack.", "give `stacks.matrix` axes or `stacks.include` entries.")
+
+
+def _variants(spec: MatrixFile, ctx: _Ctx) -> dict[str, Variant]:
+    defined = {
+        name: Variant(name, tuple(sorted(env.items())), BUILTIN_DESCRIPTIONS[name]) for name, env in BUILTIN_VARIANTS.items()
+    }
+    for name, vdef in spec.define.variants.items():
+        loc = ("define", "variants", name)
+        if not _VARIANT_RE.match(name):
+            raise ctx.error(loc, f"variant name `{name}` is not usable in cell ids.", "use lower-case letters, digits and '-'.")
+        for var in vdef.env:
+            if not _ENV_RE.match(var):
+                raise ctx.error(loc + ("env", var), f"`{var}` is not an environment variable name.", "use letters, digits and '_'.")
+        env = tuple(sorted((k, str(v)) for k, v in vdef.env.items()))
+        defined[name] = Variant(name, env, vdef.description)
+    used = {}
+    for i, name in enumerate(spec.variants):
+        if name not in defined:
+            hint = difflib.get_close_matches(name, list(defined), n=1)
+            fix = (f"did you mean `{hint[0]}`? " if hint else "") + (
+                f"Define it under `define.variants` or use one of: {', '.join(defined)}."
+            )
+            raise ctx.error(("variants", i), f"variant `{name}` is used but not defined.", fix)
+        used[name] = defined[name]
+    return used
+
+
+def expand_axes(axes: dict[str, list[str]], include: list[dict], exclude: list[dict]) -> list[dict[str, str]]:
+    """GitHub-Actions expansion: product of the axes, minus `exclude`, then `include` extends every
+    combination whose original axis values it matches, or is added as a new combination."""
+    keys = list(axes)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))] if keys else []
+    combos = [c for c in combos if not any(matches(c, e) for e in exclude)]
+    extra: list[dict[str, str]] = []
+    for entry in include:
+        original = {k: v for k, v in entry.items() if k in axes}
+        hits = [c for c in combos if all(c.get(k) == v for k, v in original.items())]
+        for c in hits:
+            c.update(entry)
+        if not hits:
+            extra.append(dict(entry))
+    return combos + extra
+
+
+def matches(values: dict[str, str], pattern: dict[str, str]) -> bool:
+    """Every key of `pattern` matches (fnmatch globs allowed) the value of the same key."""
+    return all(k in values and fnmatch.fnmatchcase(str(values[k]), str(p)) for k, p in pattern.items())
+
+
+def template_path(name: str) -> Path:
+    return IMAGES_DIR / f"{name}.Dockerfile.j2"
+
+
+def _stack(raw: dict[str, str], loc: tuple, ctx: _Ctx) -> Stack:
+    missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
+    if missing:
+        raise ctx.error(loc, f"a stack {raw} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
+    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)):
+        if not _VERSION_RE.match(raw[key]):
+            raise ctx.error(loc, f"`{key}: {raw[key]}` is not a version.", f'write it like "2.5.1" (cuda may also be "cpu").')
+    try:
+        nccl, via = _parse_nccl(raw.get("nccl", "bundled"))
+    except ValueError:
+        raise ctx.error(
+            loc, f"`nccl: {raw.get('nccl')}` is not understood.", 'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".'
+        ) from None
+    cpu = raw["cuda"] == "cpu"
+    base = raw.get("base") or ("harness-base:bookworm" if cpu else f"nvidia/cuda:{raw['cuda']}-runtime-ubuntu22.04")
+    python = raw.get("python") or compat.python_of_base(base)
+    if not python:
+        raise ctx.error(loc, f"the Python of base image `{base}` is not known.", 'add `python: "3.x"` to that stack.')
+    template = raw.get("template") or ("cpu" if cpu else "cuda")
+    if not template_path(template).is_file():
+        have = sorted(p.name.split(".")[0] for p in IMAGES_DIR.glob("*.Dockerfile.j2"))
+        raise ctx.error(
+            loc,
+            f"template `{template}` does not exist (no {IMAGES_DIR.name}/{template}.Dockerfile.j2).",
+            f"use one of: {', '.join(have)}, or add that file.",
+        )
+    index = raw.get("torch_index") or (
+        "https://download.pytorch.org/whl/cpu" if cpu else f"https://download.pytorch.org/whl/{compat.cuda_wheel_tag(raw['cuda'])}"
+    )
+    return Stack(raw["cuda"], raw["torch"], raw["accelerate"], nccl, via, base, python, index, template)
+
+
+def _stack_loc(raw: dict[str, str], spec: MatrixFile) -> tuple:
+    for i, entry in enumerate(spec.stacks.include):
+        if all(raw.get(k) == v for k, v in entry.items()):
+            return ("stacks", "include", i)
+    return ("stacks", "matrix")
+
+
+def _build(spec: MatrixFile, path: Path, sha: str, ctx: _Ctx) -> Matrix:
+    _check_axes(spec, ctx)
+    variants = _variants(spec, ctx)
+    raw_stacks = expand_axes(spec.stacks.matrix, spec.stacks.include, spec.stacks.exclude)
+    stacks: dict[str, Stack] = {}
+    for raw in raw_stacks:
+        stack = _stack(raw, _stack_loc(raw, spec), ctx)
+        if stacks.setdefault(stack.id, stack) != stack:
+            raise ctx.error(
+                ("stacks",),
+                f"two different stacks make the same id `{stack.id}` (they differ only in base, python, "
+                "torch_index or template), so their cells could not be told apart.",
+                "keep one of them, or put them in separate matrix files.",
+            )
+    cells: dict[str, Cell] = {}
+    for stack in stacks.values():
+        reason = compat.why_not(stack)
+        for variant, launcher in itertools.product(variants.values(), spec.launchers):
+            cell = Cell(stack, variant, launcher, reason)
+            if any(matches(cell.fields(), e) for e in spec.exclude):
+                continue
+            cells[cell.id] = cell
+    sizes = []
+    for i, size in enumerate(spec.bandwidth.sizes):
+        try:
+            sizes.append(parse_size(size))
+        except ValueError:
+            raise ctx.error(("bandwidth", "sizes", i), f"`{size}` is not a size.", 'write bytes or e.g. "64K", "256M", "1G".') from None
+    return Matrix(
+        path=path,
+        sha256=sha,
+        description=spec.description,
+        stacks=tuple(stacks.values()),
+        cells=tuple(cells.values()),
+        variants=variants,
+        timeouts=spec.timeouts,
+        bandwidth_sizes=tuple(sizes),
+        bandwidth_iters=spec.bandwidth.iters,
+        bandwidth_warmup=spec.bandwidth.warmup,
+        ranks=spec.ranks,
+    )
+
+
+# ---------------------------------------------------------------- selection (--only / --exclude)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A glob on the cell id, or `key=glob` on one cell field."""
+
+    pattern: str
+    key: str = "id"
+
+    def __call__(self, cell: Cell) -> bool:
+        return fnmatch.fnmatchcase(cell.fields()[self.key], self.pattern)
+
+
+def parse_filter(text: str, flag: str) -> Filter:
+    """Parse one --only/--exclude value; a malformed one is a HarnessError naming the flag."""
+    if "=" not in text:
+        if not text.strip():
+            raise HarnessError(f"{flag} '': an empty filter. Fix: give a glob on the cell id or key=value.")
+        return Filter(text)
+    key, _, value = text.partition("=")
+    if key not in FILTER_KEYS:
+        hint = difflib.get_close_matches(key, FILTER_KEYS, n=1)
+        raise HarnessError(
+            f"{flag} '{text}': `{key}` is not a cell key. Fix: "
+            + (f"did you mean `{hint[0]}`? " if hint else "")
+            + f"use one of: {', '.join(FILTER_KEYS)} (e.g. {flag} torch=2.5.*), or a glob on the cell id."
+        )
+    if not value:
+        raise HarnessError(f"{flag} '{text}': no value after '='. Fix: write {key}=VALUE (globs allowed).")
+    return Filter(value, key)
+
+
+def select(cells: typing.Iterable[Cell], only: typing.Sequence[Filter] = (), exclude: typing.Sequence[Filter] = ()) -> list[Cell]:
+    """Cells matching any --only (all when none) and no --exclude, in matrix order."""
+    return [c for c in cells if (not only or any(f(c) for f in only)) and not any(f(c) for f in exclude)]

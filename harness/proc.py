@@ -1,0 +1,105 @@
+"""The one place that starts external processes on the host. Stopping goes wait, terminate, kill, and a
+timed-out process is told apart from one that exited with an error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .errors import HarnessError, InfraError
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    output: str
+    timed_out: bool = False
+
+
+def which(name: str) -> str | None:
+    from shutil import which as _which
+
+    return _which(name)
+
+
+def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Wait briefly, then SIGTERM the whole process group, then SIGKILL it."""
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            return
+        if sig is not None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    log: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> Completed:
+    """Run argv in its own process group, streaming merged stdout/stderr to `log` and `on_line`."""
+    if which(argv[0]) is None and not Path(argv[0]).exists():
+        raise InfraError(f"`{argv[0]}` is not installed on this host. Fix: install it (scripts/setup.sh does on Debian).")
+    lines: list[str] = []
+    sink = open(log, "a") if log else None
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        timed_out = threading.Event()
+        timer = threading.Timer(timeout, lambda: (timed_out.set(), stop(proc, grace=2.0)))
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if sink:
+                    sink.write(line)
+                    sink.flush()
+                if on_line:
+                    on_line(line.rstrip("\n"))
+            proc.wait()
+        except BaseException:
+            stop(proc, grace=2.0)
+            raise
+        finally:
+            timer.cancel()
+    finally:
+        if sink:
+            sink.close()
+    return Completed(tuple(argv), proc.returncode, "".join(lines), timed_out.is_set())
+
+
+def check(result: Completed, what: str, hint: str) -> Completed:
+    """Turn a failed Completed into a HarnessError that says which of the two ways it failed."""
+    if result.timed_out:
+        raise HarnessError(f"{what} timed out ({' '.join(result.argv[:3])} ...). {hint}", code=4)
+    if result.returncode != 0:
+        tail = "\n".join(result.output.strip().splitlines()[-5:])
+        raise HarnessError(f"{what} exited with code {result.returncode}: {tail} {hint}", code=4)
+    return result

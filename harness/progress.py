@@ -1,0 +1,45 @@
+"""Progress for people: a live status line on a terminal, plain lines in CI logs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+
+
+class Progress:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.live = self.console.is_terminal
+        self._status = None
+        self._title = ""
+        self._start = 0.0
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False, soft_wrap=True)
+
+    @contextmanager
+    def task(self, title: str) -> Iterator["Progress"]:
+        """A long step: its title stays on screen with the latest detail and the elapsed time."""
+        self._title, self._start = title, time.monotonic()
+        if self.live:
+            with self.console.status(title) as status:
+                self._status = status
+                try:
+                    yield self
+                finally:
+                    self._status = None
+        else:
+            self.say(title)
+            yield self
+
+    def detail(self, text: str) -> None:
+        """A sub-step (e.g. 'Step 4/9 : RUN pip install ...')."""
+        if self._status is not None:
+            elapsed = time.monotonic() - self._start
+            self._status.update(f"{self._title} [{elapsed:4.0f}s] {text[:100]}")
+        else:
+            print(f"    {text[:160]}", file=sys.stderr, flush=True)

@@ -1,0 +1,67 @@
+"""invoke tasks: parse flags, call harness.commands, exit with its code. No logic here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Exit, task
+
+from harness import commands, images
+from harness.cli import guarded
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise Exit(code=code)
+
+
+def _selection(matrix, only, exclude) -> commands.Selection:
+    return commands.Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()))
+
+
+SELECT_HELP = {
+    "matrix": "matrix file (default: matrix.yaml with GPUs, matrix-cpu.yaml without)",
+    "only": "glob on the cell id, or key=glob (cuda, torch, accelerate, nccl, variant, launcher, ...); repeatable",
+    "exclude": "like --only, removes cells; repeatable",
+}
+
+
+@task(
+    iterable=["only", "exclude"],
+    help={**SELECT_HELP, "list": "print the expanded cells (n/a ones with their reason) and stop", "json": "with --list: JSON"},
+)
+def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False):
+    """Expand the matrix; with --list print its cells (running cells comes with the supervisor)."""
+    if not list:
+        raise Exit(
+            "error: running cells is not built yet (the supervisor is the next issue). "
+            "Use `invoke matrix --list` to see the cells and `invoke build` to build their images.",
+            code=2,
+        )
+    _exit(guarded(lambda: commands.list_cells(_selection(matrix, only, exclude), as_json=json)))
+
+
+@task(
+    iterable=["only", "exclude"],
+    help={
+        **SELECT_HELP,
+        "rebuild": "build even when an image with the same content hash exists",
+        "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
+        "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
+        "results": "results folder (default: results/)",
+        "run_id": "run folder name (default: a new timestamped one)",
+    },
+)
+def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None):
+    """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
+    options = images.BuildOptions.from_env(
+        rebuild=rebuild, wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca_bundle) if ca_bundle else None
+    )
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), options, res, run_id)))
+
+
+@task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL"})
+def base_image(c, ref="harness-base:bookworm", mirror=None):
+    """Make the local Debian base image with debootstrap + docker import (no registry needed)."""
+    _exit(guarded(lambda: commands.base_image(ref, mirror)))

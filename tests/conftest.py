@@ -1,0 +1,63 @@
+"""Shared fixtures. Engine tests use the real Docker engine; under CI=true they fail, not skip, when
+none can be had, so a CI run can never pass without having built and run an image."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+WHEELHOUSE = REPO / ".cache" / "wheels"
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {why}: engine tests must run in CI (scripts/setup.sh starts an engine).")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from harness.engines.docker import DockerEngine
+    from harness.errors import InfraError
+
+    try:
+        eng = DockerEngine.connect()
+    except InfraError as exc:
+        _unavailable(f"no Docker engine ({exc})")
+    yield eng
+    left = eng.leftovers()
+    assert not left, f"the tests left harness containers behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def base_image(engine, tmp_path_factory) -> str:
+    """The local Debian base image, made with debootstrap when missing."""
+    from harness import baseimage
+    from harness.progress import Progress
+
+    ref = "harness-base:bookworm"
+    if not engine.image_exists(ref) and shutil.which("debootstrap") is None:
+        _unavailable("no base image and no debootstrap to make it")
+    baseimage.ensure(engine, ref, tmp_path_factory.mktemp("base") / "base.log", Progress())
+    return ref
+
+
+@pytest.fixture
+def write_matrix(tmp_path):
+    """Write a matrix file into the test's folder and return its path."""
+
+    def write(text: str, name: str = "matrix.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def pytest_collection_modifyitems(config, items):
+    """Fast tests first: anything that needs the engine runs after the pure ones."""
+    items.sort(key=lambda item: item.get_closest_marker("engine") is not None)

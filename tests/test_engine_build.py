@@ -1,0 +1,130 @@
+"""Images on the real Docker engine: built through the SDK, cached by content hash, failures recorded
+as build-error while the other images go on, and the real CPU stack runs Python inside."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import commands, images, matrix
+from harness.engines.docker import LABEL
+
+from .conftest import REPO, WHEELHOUSE
+
+pytestmark = pytest.mark.engine
+
+TINY = textwrap.dedent(
+    """\
+    FROM {{ stack.base }}
+    {% include "_labels.j2" %}
+    RUN echo "MARKER" > /marker
+    COPY workload/ /opt/harness/workload/
+    """
+)
+
+
+@pytest.fixture
+def tiny_images(tmp_path, monkeypatch, base_image):
+    """An images/ folder with three tiny templates (no pip: seconds to build) and a matrix using them."""
+    fake = tmp_path / "images"
+    shutil.copytree(matrix.IMAGES_DIR, fake)
+    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", "a"))
+    (fake / "tiny-b.Dockerfile.j2").write_text(TINY.replace("MARKER", "b"))
+    (fake / "tiny-broken.Dockerfile.j2").write_text(
+        TINY.replace("MARKER", "x") + 'RUN echo "ERROR: this stack cannot be built" >&2 && false\n'
+    )
+    monkeypatch.setattr(matrix, "IMAGES_DIR", fake)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            stacks:
+              include:
+                - {cuda: cpu, torch: "2.13.0", accelerate: "1.15.0", template: tiny-a}
+                - {cuda: cpu, torch: "2.13.0", accelerate: "0.34.2", template: tiny-b}
+            variants: [default, p2p-off]
+            """
+        )
+    )
+    return fake, path
+
+
+def _build(selection: commands.Selection, results: Path, run_id: str, **opts) -> tuple[int, dict]:
+    code = commands.build(selection, images.BuildOptions(**opts), results, run_id)
+    record = json.loads((results / run_id / "builds.json").read_text())
+    return code, record
+
+
+def _statuses(record: dict) -> dict[str, str]:
+    return {k: v["status"] for k, v in record["images"].items()}
+
+
+def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_images(engine, tiny_images, tmp_path):
+    fake, path = tiny_images
+    sel = commands.Selection(path)
+    results = tmp_path / "results"
+    code, first = _build(sel, results, "one", rebuild=True)
+    assert code == 0
+    assert _statuses(first) == {"cpu-torch2.13.0-acc1.15.0": "built", "cpu-torch2.13.0-acc0.34.2": "built"}
+    ids = {k: engine.client.images.get(v["tag"]).id for k, v in first["images"].items()}
+
+    code, second = _build(sel, results, "two")
+    assert _statuses(second) == {"cpu-torch2.13.0-acc1.15.0": "cached", "cpu-torch2.13.0-acc0.34.2": "cached"}
+    assert {k: v["tag"] for k, v in second["images"].items()} == {k: v["tag"] for k, v in first["images"].items()}
+    # no build step ran: nothing was logged for the second run
+    assert not list((results / "two" / "builds").glob("*.log"))
+
+    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", "a, changed"))
+    code, third = _build(sel, results, "three")
+    assert _statuses(third) == {"cpu-torch2.13.0-acc1.15.0": "built", "cpu-torch2.13.0-acc0.34.2": "cached"}
+    new_a = engine.client.images.get(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"])
+    assert new_a.id != ids["cpu-torch2.13.0-acc1.15.0"]
+    out = engine.run_once(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"], ["cat", "/marker"])
+    assert out.output.strip() == "a, changed"
+    labels = new_a.labels
+    assert labels[f"{LABEL}.stack"] == "cpu-torch2.13.0-acc1.15.0"
+    assert labels[f"{LABEL}.accelerate"] == "1.15.0"
+    assert labels[f"{LABEL}.content-hash"].startswith(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"].split(":")[1])
+
+
+def test_a_failed_build_is_build_error_for_its_cells_and_the_rest_goes_on(engine, tiny_images, tmp_path):
+    fake, path = tiny_images
+    path.write_text(path.read_text().replace("template: tiny-a", "template: tiny-broken"))
+    code, record = _build(commands.Selection(path), tmp_path / "results", "run", rebuild=True)
+    assert code == 1
+    broken, good = record["images"]["cpu-torch2.13.0-acc1.15.0"], record["images"]["cpu-torch2.13.0-acc0.34.2"]
+    assert broken["status"] == "build-error"
+    assert "returned a non-zero code" in broken["reason"]
+    assert "this stack cannot be built" in broken["reason"]
+    assert "this stack cannot be built" in Path(broken["log"]).read_text()
+    assert good["status"] == "built"
+    assert set(record["cells"]) == {"cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+p2p-off"}
+    assert all(o["status"] == "build-error" for o in record["cells"].values())
+
+
+@pytest.mark.slow
+def test_real_cpu_stack_builds_from_a_wheelhouse_and_runs_python(engine, base_image, tmp_path):
+    """torch 2.13.0 CPU + Accelerate, wheels downloaded on the host, installed with --no-index."""
+    sel = commands.Selection(matrix.DEFAULT_CPU_MATRIX, only=("stack=cpu-torch2.13.0-acc1.15.0",))
+    results = tmp_path / "results"
+    code, record = _build(sel, results, "real", wheelhouse=WHEELHOUSE)
+    assert code == 0, record
+    image = record["images"]["cpu-torch2.13.0-acc1.15.0"]
+    assert image["status"] in ("built", "cached")
+    probe = (
+        "import torch, accelerate, torch.distributed as dist, os;"
+        "print(torch.__version__, accelerate.__version__, dist.is_gloo_available(),"
+        " os.path.exists('/opt/harness/workload/run.py'))"
+    )
+    out = engine.run_once(image["tag"], ["python", "-c", probe], timeout=120)
+    assert out.exit_code == 0, out.output
+    assert out.output.split() == ["2.13.0+cpu", "1.15.0", "True", "True"]
+
+    code, again = _build(sel, results, "again", wheelhouse=WHEELHOUSE)
+    assert again["images"]["cpu-torch2.13.0-acc1.15.0"]["status"] == "cached"
+    assert again["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"] == image["tag"]

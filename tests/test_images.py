@@ -1,0 +1,127 @@
+"""Rendering build contexts: what goes into an image and what decides its tag. Pure and fast."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import images, matrix, wheelhouse
+
+
+def _stack(**kw) -> matrix.Stack:
+    base = dict(
+        cuda="12.4.1", torch="2.5.1", accelerate="1.2.1", base="nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        python="3.10", torch_index="https://download.pytorch.org/whl/cu124", template="cuda",
+    )
+    return matrix.Stack(**(base | kw))
+
+
+CPU = dict(cuda="cpu", torch="2.13.0", accelerate="1.15.0", base="harness-base:bookworm", python="3.11",
+           torch_index="https://download.pytorch.org/whl/cpu", template="cpu")
+
+
+def test_tag_is_stable_and_names_the_stack():
+    a = images.render(_stack(), images.BuildOptions())
+    b = images.render(_stack(), images.BuildOptions())
+    assert a.digest == b.digest
+    assert a.tag == f"nccl-harness/cu12.4.1-torch2.5.1-acc1.2.1:{a.digest[:16]}"
+
+
+def test_every_version_changes_the_tag():
+    tags = {images.render(_stack(**kw), images.BuildOptions()).tag for kw in
+            [{}, {"torch": "2.4.1"}, {"accelerate": "1.0.1"}, {"nccl": "2.21.5", "nccl_via": "pip"}, {"cuda": "12.1.1"}]}
+    assert len(tags) == 5
+
+
+def test_cuda_template_installs_torch_from_its_index_and_copies_the_workload():
+    ctx = images.render(_stack(), images.BuildOptions())
+    df = ctx.dockerfile
+    assert df.startswith("# CUDA stack")
+    assert "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04" in df
+    assert "pip install --index-url https://download.pytorch.org/whl/cu124 torch==2.5.1\n" in df
+    assert "pip install accelerate==1.2.1\n" in df
+    assert "COPY workload/ /opt/harness/workload/" in df
+    assert 'io.nccl-harness.torch="2.5.1"' in df
+    names = [n for n, _ in ctx.files]
+    assert "workload/run.py" in names
+
+
+def test_pinned_pip_nccl_replaces_the_bundled_package():
+    df = images.render(_stack(nccl="2.23.4", nccl_via="pip"), images.BuildOptions()).dockerfile
+    assert 'pip install --no-deps "nvidia-nccl-cu12==2.23.4"' in df
+    assert "LD_PRELOAD" not in df
+
+
+def test_system_nccl_is_preloaded():
+    df = images.render(_stack(nccl="2.21.5", nccl_via="system"), images.BuildOptions()).dockerfile
+    assert '"libnccl2=2.21.5-1+cuda12.4"' in df
+    assert "ENV LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libnccl.so.2" in df
+
+
+def test_old_torch_gets_numpy_below_2():
+    df = images.render(_stack(torch="2.1.2", cuda="12.1.1"), images.BuildOptions()).dockerfile
+    assert "torch==2.1.2 'numpy<2'" in df
+
+
+def test_wheelhouse_installs_offline(tmp_path):
+    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"not really a wheel")
+    ctx = images.render(matrix.Stack(**CPU), images.BuildOptions(), wheels=[wheel])
+    assert "pip install --no-index --find-links /tmp/wheels torch==2.13.0 accelerate==1.15.0" in ctx.dockerfile
+    assert ("wheels/" + wheel.name, wheel) in ctx.files
+    plain = images.render(matrix.Stack(**CPU), images.BuildOptions())
+    assert plain.digest != ctx.digest
+    wheel.write_bytes(b"another wheel")
+    assert images.render(matrix.Stack(**CPU), images.BuildOptions(), wheels=[wheel]).digest != ctx.digest
+
+
+def test_ca_bundle_is_copied_and_used_by_pip_and_apt(tmp_path):
+    ca = tmp_path / "corp.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    ctx = images.render(_stack(nccl="2.21.5", nccl_via="system"), images.BuildOptions(ca_bundle=ca))
+    assert ("harness-ca.crt", ca) in ctx.files
+    assert "COPY harness-ca.crt /usr/local/share/harness-ca.crt" in ctx.dockerfile
+    assert "PIP_CERT=/usr/local/share/harness-ca.crt pip install" in ctx.dockerfile
+    assert "-o Acquire::https::CAInfo=/usr/local/share/harness-ca.crt" in ctx.dockerfile
+
+
+def test_proxy_settings_do_not_change_the_tag(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    options = images.BuildOptions.from_env()
+    assert ("HTTPS_PROXY", "http://proxy.invalid:3128") in options.proxy
+    assert images.render(_stack(), options).digest == images.render(_stack(), images.BuildOptions()).digest
+
+
+def test_changed_template_changes_only_its_images(tmp_path, monkeypatch):
+    fake = tmp_path / "images"
+    shutil.copytree(matrix.IMAGES_DIR, fake)
+    monkeypatch.setattr(matrix, "IMAGES_DIR", fake)
+    cuda, cpu = _stack(), matrix.Stack(**CPU)
+    before = {s.template: images.render(s, images.BuildOptions()).digest for s in (cuda, cpu)}
+    (fake / "cpu.Dockerfile.j2").write_text((fake / "cpu.Dockerfile.j2").read_text() + "ENV CHANGED=1\n")
+    after = {s.template: images.render(s, images.BuildOptions()).digest for s in (cuda, cpu)}
+    assert after["cuda"] == before["cuda"]
+    assert after["cpu"] != before["cpu"]
+
+
+def test_workload_change_changes_every_tag(tmp_path, monkeypatch):
+    work = tmp_path / "workload"
+    shutil.copytree(images.WORKLOAD_DIR, work, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(images, "WORKLOAD_DIR", work)
+    before = images.render(_stack(), images.BuildOptions()).digest
+    (work / "run.py").write_text((work / "run.py").read_text() + "\n# changed\n")
+    assert images.render(_stack(), images.BuildOptions()).digest != before
+
+
+def test_wheelhouse_lock_is_reused_without_pip(tmp_path):
+    reqs = ["no-such-package-for-sure==1.0"]
+    key = wheelhouse.lock_key(reqs, "3.11", "")
+    (tmp_path / ".locks").mkdir()
+    (tmp_path / "a-1.0-py3-none-any.whl").write_bytes(b"x")
+    (tmp_path / ".locks" / f"{key}.json").write_text(json.dumps({"wheels": ["a-1.0-py3-none-any.whl"]}))
+    got = wheelhouse.collect(tmp_path, reqs, "3.11", "", tmp_path / "log")
+    assert got == [tmp_path / "a-1.0-py3-none-any.whl"]
+    assert not (tmp_path / "log").exists()  # pip never ran
