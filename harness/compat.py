@@ -104,6 +104,15 @@ def needs_numpy_below_2(torch: str) -> bool:
         return False
 
 
+def needs_setuptools_below_70(accelerate: str) -> bool:
+    """Old Accelerate launchers import pkg_resources, which setuptools 70 no longer ships by default
+    and Python >= 3.12 venvs lack altogether."""
+    try:
+        return _v(accelerate) < Version("0.25")
+    except InvalidVersion:
+        return False
+
+
 def why_not(stack: StackLike) -> str | None:
     """The reason this stack cannot exist, or None. Never raises on unknown versions."""
     try:

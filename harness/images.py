@@ -95,10 +95,12 @@ def file_sha(path: Path) -> str:
 
 
 def requirements(stack: Stack) -> list[str]:
-    """What pip installs in the image, in the order the template installs it."""
+    """What pip installs in the image: torch first (from its own index), then the rest (PyPI)."""
     reqs = [f"torch=={stack.torch}", f"accelerate=={stack.accelerate}"]
     if compat.needs_numpy_below_2(stack.torch):
         reqs.append("numpy<2")
+    if compat.needs_setuptools_below_70(stack.accelerate):
+        reqs.append("setuptools<70")
     return reqs
 
 
@@ -117,7 +119,6 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["shargs"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
-    env.tests["startingwith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
 
 

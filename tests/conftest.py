@@ -46,6 +46,20 @@ def base_image(engine, tmp_path_factory) -> str:
     return ref
 
 
+@pytest.fixture(scope="session")
+def cpu_image(engine, base_image, tmp_path_factory) -> str:
+    """The real CPU stack of matrix-cpu.yaml (torch 2.13.0 CPU + Accelerate 1.15.0), built from a
+    wheelhouse downloaded on the host; returns its tag."""
+    from harness import images, matrix
+    from harness.progress import Progress
+
+    stack = next(s for s in matrix.load(matrix.DEFAULT_CPU_MATRIX).stacks if s.accelerate == "1.15.0")
+    built = images.build_all([stack], engine, images.BuildOptions(wheelhouse=WHEELHOUSE),
+                             tmp_path_factory.mktemp("cpu-image"), Progress())[stack.id]
+    assert built.ok, built.reason
+    return built.tag
+
+
 @pytest.fixture
 def write_matrix(tmp_path):
     """Write a matrix file into the test's folder and return its path."""

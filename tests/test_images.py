@@ -61,9 +61,13 @@ def test_system_nccl_is_preloaded():
     assert "ENV LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libnccl.so.2" in df
 
 
-def test_old_torch_gets_numpy_below_2():
+def test_old_torch_gets_numpy_below_2_and_old_accelerate_setuptools_below_70():
     df = images.render(_stack(torch="2.1.2", cuda="12.1.1"), images.BuildOptions()).dockerfile
-    assert "torch==2.1.2 'numpy<2'" in df
+    assert "pip install --index-url https://download.pytorch.org/whl/cu124 torch==2.1.2\n" in df
+    assert "pip install accelerate==1.2.1 'numpy<2'\n" in df
+    df = images.render(_stack(torch="2.1.2", cuda="12.1.1", accelerate="0.24.1"), images.BuildOptions()).dockerfile
+    assert "pip install accelerate==0.24.1 'numpy<2' 'setuptools<70'\n" in df
+    assert "numpy" not in images.render(_stack(), images.BuildOptions()).dockerfile
 
 
 def test_wheelhouse_installs_offline(tmp_path):

@@ -1,0 +1,60 @@
+"""The command line and environment of one cell's launch: pure, so that the exact command a cell ran
+can be printed, tested, and pasted to rerun it by hand."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .matrix import Cell, Matrix
+
+CONTAINER_WORKLOAD = "/opt/harness/workload/run.py"
+CONTAINER_OUT = "/out"
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    ranks: int
+    device: str  # cuda | cpu
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
+    sizes = ",".join(str(s) for s in m.bandwidth_sizes)
+    args = ["--out", out, "--device", device, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
+            "--init-timeout", str(int(max(m.timeouts.init, 30))), "--expect-env", json.dumps(expect_env, sort_keys=True)]
+    if sizes:
+        args += ["--sizes", sizes]
+    return args + list(extra)
+
+
+def launch(
+    cell: Cell,
+    m: Matrix,
+    *,
+    ranks: int,
+    python: str = "python",
+    workload: str = CONTAINER_WORKLOAD,
+    out: str = CONTAINER_OUT,
+    port: int = 29500,
+    extra_args: tuple[str, ...] = (),
+) -> Launch:
+    """argv + env for `ranks` ranks of `cell` through its launcher (GPU cells: one rank per GPU)."""
+    device = "cpu" if cell.stack.is_cpu else "cuda"
+    env = cell.variant.env_dict
+    args = workload_args(m, out, device, env, extra_args)
+    if cell.launcher == "torchrun":
+        argv = [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
+                "--master_addr", "127.0.0.1", "--master_port", str(port), workload, *args]
+    else:
+        # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
+        multi = ["--multi_gpu"] if ranks > 1 else []
+        argv = [python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", str(port), workload, *args]
+    return Launch(tuple(argv), tuple(sorted(env.items())), ranks, device)

@@ -1,0 +1,85 @@
+"""Map an exception to a coarse error class the report can group by.
+
+Classes: nccl, cuda, oom, shm, import, launcher, timeout, other. Order matters: the most specific
+cause wins (an NCCL error whose text names /dev/shm is a shm problem; a watchdog timeout reported
+by ProcessGroupNCCL is a timeout).
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+ERROR_CLASSES = ("nccl", "cuda", "oom", "shm", "import", "launcher", "timeout", "other")
+
+_IMPORT_TYPES = {"ImportError", "ModuleNotFoundError"}
+_OOM_TYPES = {"OutOfMemoryError"}
+_NCCL_TYPES = {"DistBackendError", "NcclError"}
+_TIMEOUT_TYPES = {"TimeoutError"}
+_CUDA_TYPES = {"CudaError", "AcceleratorError"}
+
+# (class, regex) checked in this order against the message.
+_RULES: List[Tuple[str, "re.Pattern[str]"]] = [
+    ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
+                       r"Cannot allocate memory", re.I)),
+    ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
+                       r"shared memory", re.I)),
+    # an NCCL result code means NCCL itself failed, even when its text says "timed out"
+    ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
+                        r"Remote)Error\b|NCCL error")),
+    ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
+    ("launcher", re.compile(r"accelerate launch|launcher|rendezvous|address already in use|"
+                            r"EADDRINUSE|environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
+                            r"MASTER_PORT|LOCAL_RANK)", re.I)),
+    ("nccl", re.compile(r"NCCL")),
+    ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
+                        r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
+                        r"Torch not compiled with CUDA", re.I)),
+]
+
+
+def classify_text(
+    type_name: str,
+    message: str,
+    type_names: Optional[List[str]] = None,
+    backend: Optional[str] = None,
+) -> str:
+    """Error class from an exception's type name(s) (incl. bases) and message.
+
+    ``backend`` matters only for a bare DistBackendError: it is an NCCL failure on nccl, but
+    gloo raises it too, and a gloo failure is not an NCCL one.
+    """
+    names = set(type_names or []) | {type_name}
+    if names & _IMPORT_TYPES:
+        return "import"
+    if names & _OOM_TYPES:
+        return "oom"
+    for cls, pattern in _RULES:
+        if pattern.search(message or ""):
+            return cls
+    if names & _TIMEOUT_TYPES:
+        return "timeout"
+    if names & _NCCL_TYPES and backend != "gloo":
+        return "nccl"
+    if names & _CUDA_TYPES:
+        return "cuda"
+    return "other"
+
+
+def _chain(exc: BaseException) -> List[BaseException]:
+    """The exception and its causes/contexts (bounded), outermost first."""
+    seen: List[BaseException] = []
+    cur: Optional[BaseException] = exc
+    while cur is not None and cur not in seen and len(seen) < 8:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def classify_exception(exc: BaseException, backend: Optional[str] = None) -> str:
+    """Error class of an exception, looking through its cause chain."""
+    chain = _chain(exc)
+    names: List[str] = []
+    for e in chain:
+        names.extend(t.__name__ for t in type(e).__mro__)
+    message = "\n".join(str(e) for e in chain)
+    return classify_text(type(exc).__name__, message, names, backend)

@@ -1,0 +1,100 @@
+"""Command line of the workload (stdlib only, so bad flags fail before torch is imported)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from typing import Dict, List, Optional, Sequence
+
+PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
+FAULT_ENV = "HARNESS_TEST_FAULTS"
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+
+_UNITS = {"": 1, "B": 1, "K": KIB, "KB": KIB, "KIB": KIB, "M": MIB, "MB": MIB, "MIB": MIB,
+          "G": GIB, "GB": GIB, "GIB": GIB}
+
+
+def parse_size(text: str) -> int:
+    """'4096', '8K', '1M', '1GiB' -> bytes (binary units)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in _UNITS:
+        raise ValueError("not a size: %r" % text)
+    value = int(match.group(1)) * _UNITS[match.group(2).upper()]
+    if value <= 0:
+        raise ValueError("size must be positive: %r" % text)
+    return value
+
+
+def parse_sizes(text: str) -> List[int]:
+    return [parse_size(part) for part in text.split(",") if part.strip()]
+
+
+def default_sizes(device: str) -> List[int]:
+    """GPU: 8 KiB..512 MiB by 4x plus 1 GiB (the plateau needs >= 1 GiB); CPU: 4 KiB..16 MiB."""
+    if device == "cuda":
+        sizes = [8 * KIB * 4 ** k for k in range(10) if 8 * KIB * 4 ** k < GIB]
+        return sizes + [GIB]
+    return [4 * KIB * 4 ** k for k in range(7)]
+
+
+def _expect_env(text: str) -> Dict[str, Optional[str]]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("--expect-env is not JSON: %s" % exc)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--expect-env must be a JSON object")
+    return {str(k): (None if v is None else str(v)) for k, v in value.items()}
+
+
+def _sizes(text: str) -> List[int]:
+    try:
+        sizes = parse_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+    if not sizes:
+        raise argparse.ArgumentTypeError("--sizes is empty")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="run.py",
+        description="NCCL/Accelerate compatibility workload: one rank, events to --out.")
+    p.add_argument("--out", required=True, help="output folder (created if missing)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--sizes", type=_sizes, default=None,
+                   help="bandwidth sweep sizes in bytes, comma-separated (K/M/G suffixes ok)")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--init-timeout", type=float, default=60.0,
+                   help="process group timeout in seconds")
+    p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat interval in seconds")
+    p.add_argument("--expect-env", type=_expect_env, default=None,
+                   help="JSON object of the NCCL_* variables the host asked for")
+    p.add_argument("--skip-bandwidth", action="store_true")
+    p.add_argument("--fail-in", choices=PHASES, default=None,
+                   help="TEST ONLY: raise at the start of PHASE (needs %s=1)" % FAULT_ENV)
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]] = None,
+               environ: Optional[Dict[str, str]] = None) -> argparse.Namespace:
+    """Parse and validate; errors exit 2 through argparse, before anything else happens."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    if args.fail_in is not None and env.get(FAULT_ENV) != "1":
+        parser.error("--fail-in is a test-only fault switch and acts only with %s=1 in the "
+                     "environment; refusing to run" % FAULT_ENV)
+    if args.iters < 1:
+        parser.error("--iters must be >= 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
+    if args.init_timeout <= 0 or args.heartbeat <= 0:
+        parser.error("--init-timeout and --heartbeat must be > 0")
+    return args

@@ -1,0 +1,223 @@
+"""Run the phases of one rank and record every step as a durable event.
+
+Order of business: parse flags (bad ones exit 2 before anything), open the event file, register
+forensics (pid file, faulthandler on SIGUSR1), write ``start``, then the phases, each between a
+``phase_start`` and a ``phase_end`` (or an ``error``), and ``result`` last. torch is imported only
+inside the first phase so that even a broken install leaves an event trail.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import classify, cli, distenv, fingerprint
+from .events import EventWriter, Heartbeat
+
+TEARDOWN_GRACE_S = 10.0
+
+
+def resolve_device(choice: str) -> str:
+    """auto -> cuda when torch sees a GPU, else cpu (imports torch)."""
+    if choice != "auto":
+        return choice
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def register_forensics(out_dir: str, rank: int) -> Any:
+    """faulthandler on SIGUSR1 (the host dumps a hung rank's threads), then the pid file.
+
+    In this order, so that once the pid file exists a SIGUSR1 dumps stacks instead of killing
+    (its default action).
+    """
+    stacks = open(os.path.join(out_dir, "stacks-rank%d.txt" % rank), "a")
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    with open(os.path.join(out_dir, "pid-rank%d" % rank), "w") as fh:
+        fh.write("%d\n" % os.getpid())
+    return stacks  # keep it open for the life of the process
+
+
+class Runner:
+    """One rank's run: phases in order, events around each, a result at the end."""
+
+    def __init__(self, args: Any, denv: distenv.DistEnv, writer: EventWriter,
+                 heartbeat: Heartbeat) -> None:
+        self.args = args
+        self.denv = denv
+        self.writer = writer
+        self.heartbeat = heartbeat
+        self.state: Any = None
+        self.device: Optional[str] = None
+        self.done: List[str] = []
+        self.summary: Dict[str, Any] = {}
+
+    # ------------------------------------------------------------ phases
+    def _fingerprint(self) -> Dict[str, Any]:
+        from . import phases  # first torch import: ImportError lands in this phase
+
+        self.device = resolve_device(self.args.device)
+        self.state = phases.State(self.device, self.denv.rank, self.denv.local_rank,
+                                  self.denv.world)
+        expected = self.args.expect_env or {}
+        fp = fingerprint.collect(self.device, self.denv.local_rank, expected, os.environ)
+        fp["expect_env_given"] = self.args.expect_env is not None
+        fp["dist_env"] = self.denv.as_dict()
+        return {"fingerprint": fp}
+
+    def _init(self) -> Dict[str, Any]:
+        from . import phases
+
+        return phases.run_init(self.state, self.args.out, self.args.init_timeout)
+
+    def _prepare(self) -> Dict[str, Any]:
+        from . import phases
+
+        return phases.run_prepare(self.state)
+
+    def _step(self) -> Dict[str, Any]:
+        from . import phases
+
+        return phases.run_step(self.state)
+
+    def _check(self) -> Dict[str, Any]:
+        from . import phases
+
+        return phases.run_check(self.state)
+
+    def _bandwidth(self) -> Dict[str, Any]:
+        from . import bandwidth
+
+        if self.args.skip_bandwidth:
+            return {"skipped": True, "rows": [], "world": self.denv.world}
+        sizes = self.args.sizes or cli.default_sizes(self.device or "cpu")
+
+        def progress(nbytes: int) -> None:
+            self.writer.emit("heartbeat", phase="bandwidth", source="main", bytes=nbytes)
+
+        return bandwidth.run_bandwidth(self.state, sizes, self.args.iters, self.args.warmup,
+                                       progress)
+
+    def _teardown(self) -> Dict[str, Any]:
+        from . import phases
+
+        return phases.run_teardown()
+
+    def _table(self) -> Dict[str, Callable[[], Dict[str, Any]]]:
+        return {"fingerprint": self._fingerprint, "init": self._init,
+                "prepare": self._prepare, "step": self._step, "check": self._check,
+                "bandwidth": self._bandwidth, "teardown": self._teardown}
+
+    # ------------------------------------------------------------ driving
+    def run_phase(self, name: str, fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        self.writer.emit("phase_start", phase=name)
+        self.heartbeat.set_phase(name)
+        t0 = time.monotonic()
+        try:
+            if self.args.fail_in == name:
+                raise RuntimeError("injected test fault at the start of phase %r "
+                                   "(--fail-in with %s=1)" % (name, cli.FAULT_ENV))
+            fields = fn()
+        finally:
+            self.heartbeat.set_phase(None)
+        self.writer.emit("phase_end", phase=name, seconds=time.monotonic() - t0, **fields)
+        self.done.append(name)
+        return fields
+
+    def record_error(self, phase: str, exc: BaseException) -> str:
+        backend = getattr(self.state, "backend", None)
+        error_class = classify.classify_exception(exc, backend)
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.writer.emit("error", phase=phase, error_class=error_class, type=type(exc).__name__,
+                         message=str(exc)[:2000], traceback=tb[-8000:])
+        return error_class
+
+    def run(self) -> int:
+        """All phases; on the first error: error event, best-effort teardown, exit code 1."""
+        table = self._table()
+        for name in cli.PHASES:
+            try:
+                fields = self.run_phase(name, table[name])
+            except BaseException as exc:  # noqa: BLE001 - every failure must become an event
+                if isinstance(exc, SystemExit) and exc.code in (0, None):
+                    raise
+                error_class = self.record_error(name, exc)
+                teardown = try_teardown(TEARDOWN_GRACE_S)
+                self.finish("error", failed_phase=name, error_class=error_class,
+                            teardown=teardown)
+                return 1
+            self._summarise(name, fields)
+        self.finish("ok")
+        return 0
+
+    def _summarise(self, name: str, fields: Dict[str, Any]) -> None:
+        if name == "prepare":
+            self.summary["distributed_type"] = fields.get("distributed_type")
+        elif name == "step":
+            self.summary["loss"] = fields.get("loss")
+        elif name == "check":
+            self.summary["wrong_total"] = fields.get("wrong_total")
+        elif name == "bandwidth" and fields.get("rows"):
+            last = fields["rows"][-1]
+            self.summary["largest_bytes"] = last["bytes"]
+            self.summary["largest_busbw_gbs"] = last["busbw_gbs"]
+            self.summary["largest_algbw_gbs"] = last["algbw_gbs"]
+
+    def finish(self, status: str, **fields: Any) -> None:
+        self.heartbeat.stop()
+        self.writer.emit("result", status=status, phases_done=list(self.done),
+                         exit_code=0 if status == "ok" else 1,
+                         **dict(self.summary, **fields))
+
+
+def try_teardown(grace_s: float) -> str:
+    """destroy_process_group after a failure, in a thread: a broken NCCL comm may never return."""
+    torch_dist = sys.modules.get("torch.distributed")
+    if torch_dist is None:
+        return "not-needed"
+    try:
+        if not (torch_dist.is_available() and torch_dist.is_initialized()):
+            return "not-needed"
+    except Exception:  # noqa: BLE001
+        return "not-needed"
+    outcome = {"value": "timeout"}
+
+    def work() -> None:
+        try:
+            torch_dist.destroy_process_group()
+            outcome["value"] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            outcome["value"] = "error: %s: %s" % (type(exc).__name__, str(exc)[:300])
+
+    thread = threading.Thread(target=work, name="harness-teardown", daemon=True)
+    thread.start()
+    thread.join(grace_s)
+    return outcome["value"]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point: returns the process exit code (0 ok, 1 phase error; argparse exits 2)."""
+    args = cli.parse_args(argv)
+    args.out = os.path.abspath(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    denv = distenv.resolve_dist_env(os.environ)
+    writer = EventWriter(os.path.join(args.out, "events-rank%d.jsonl" % denv.rank),
+                         denv.rank, denv.world)
+    stacks = register_forensics(args.out, denv.rank)
+    writer.emit("start", argv=list(sys.argv), host=socket.gethostname(),
+                local_rank=denv.local_rank, python=sys.version.split()[0])
+    heartbeat = Heartbeat(writer, args.heartbeat).start()
+    try:
+        return Runner(args, denv, writer, heartbeat).run()
+    finally:
+        heartbeat.stop()
+        writer.close()
+        stacks.flush()

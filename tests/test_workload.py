@@ -1,0 +1,501 @@
+"""Tests of harness/workload: real ranks on CPU (gloo) through real launchers, no mocks.
+
+The workload is loaded here the way run.py loads it (as the top-level package ``workload``, from
+its own folder) without touching sys.path, so these tests do not depend on how the rest of the
+``harness`` package is installed.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import importlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOAD_DIR = REPO / "harness" / "workload"
+RUN_PY = WORKLOAD_DIR / "run.py"
+PHASES = ["fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown"]
+TIMEOUT = 300
+FAST = ["--device", "cpu", "--sizes", "4K,64K,1M", "--iters", "3", "--warmup", "1",
+        "--heartbeat", "0.5"]
+COMMON_FIELDS = {"v", "event", "rank", "world", "wall", "mono", "pid"}
+
+
+def _load(module: str):
+    """Import ``workload.<module>`` from the source folder, as run.py would name it."""
+    if "workload" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "workload", WORKLOAD_DIR / "__init__.py",
+            submodule_search_locations=[str(WORKLOAD_DIR)])
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules["workload"] = pkg
+        spec.loader.exec_module(pkg)
+    return importlib.import_module("workload." + module)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp_path: Path, **extra: str) -> Dict[str, str]:
+    """A clean environment: no inherited launcher/NCCL variables, no user Accelerate config."""
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+            "HARNESS_TEST_FAULTS")
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not k.startswith(("NCCL_", "ACCELERATE_", "TORCHELASTIC_"))}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def _run(cmd: List[str], env: Dict[str, str], cwd: Path = REPO,
+         timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def _events(out: Path, rank: int) -> List[dict]:
+    with open(out / ("events-rank%d.jsonl" % rank)) as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _phase_events(events: List[dict]) -> List[tuple]:
+    return [(e["event"], e["phase"]) for e in events if e["event"] in ("phase_start", "phase_end")]
+
+
+def _one(events: List[dict], event: str, phase: Optional[str] = None) -> dict:
+    found = [e for e in events if e["event"] == event and (phase is None or e["phase"] == phase)]
+    assert len(found) == 1, (event, phase, found)
+    return found[0]
+
+
+def _assert_complete(out: Path, world: int) -> List[List[dict]]:
+    """Every rank ran every phase in order and ended with an ok result."""
+    import accelerate
+    import torch
+
+    per_rank = []
+    for rank in range(world):
+        events = _events(out, rank)
+        per_rank.append(events)
+        expected = [(kind, p) for p in PHASES for kind in ("phase_start", "phase_end")]
+        assert _phase_events(events) == expected
+        assert events[0]["event"] == "start" and events[-1]["event"] == "result"
+        assert events[-1]["status"] == "ok" and events[-1]["exit_code"] == 0
+        for e in events:
+            assert COMMON_FIELDS <= set(e) and e["v"] == 1
+            assert e["rank"] == rank and e["world"] == world
+        fp = _one(events, "phase_end", "fingerprint")["fingerprint"]
+        assert fp["torch"] == torch.__version__
+        assert fp["accelerate"] == accelerate.__version__
+        assert _one(events, "phase_end", "init")["backend"] == "gloo"
+        assert _one(events, "phase_end", "init")["world_size"] == world
+        check = _one(events, "phase_end", "check")
+        assert check["wrong_total"] == 0 and len(check["checks"]) >= 4
+        assert {c["dtype"] for c in check["checks"]} >= {"float32", "bfloat16"}
+        assert any(c["numel"] * (2 if c["dtype"] == "bfloat16" else 4) >= 1 << 20
+                   for c in check["checks"])
+        prepare = _one(events, "phase_end", "prepare")
+        assert prepare["num_processes"] == world
+        assert isinstance(_one(events, "phase_end", "step")["loss"], float)
+        assert (out / ("pid-rank%d" % rank)).read_text().strip() == str(events[0]["pid"])
+    return per_rank
+
+
+def _assert_bandwidth(events: List[dict], world: int) -> None:
+    bw = _one(events, "phase_end", "bandwidth")
+    assert bw["world"] == world
+    assert [r["bytes"] for r in bw["rows"]] == [4096, 65536, 1 << 20]
+    factor = 2.0 * (world - 1) / world
+    for row in bw["rows"]:
+        assert row["dtype"] == "float32" and row["iters"] == 3
+        assert row["time_s"] > 0 and row["first_call_s"] > 0
+        assert row["algbw_gbs"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9)
+        assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * factor)
+        if world > 1:
+            assert row["busbw_gbs"] > 0
+
+
+# ------------------------------------------------------------------ real multi-rank runs
+@pytest.fixture(scope="module")
+def accelerate_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("accel")
+    out = tmp / "out"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           str(RUN_PY), "--out", str(out), "--expect-env", '{"NCCL_P2P_DISABLE": "1"}'] + FAST
+    proc = _run(cmd, _env(tmp))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    return out
+
+
+def test_accelerate_two_gloo_ranks_run_every_phase(accelerate_run: Path) -> None:
+    per_rank = _assert_complete(accelerate_run, 2)
+    for events in per_rank:
+        _assert_bandwidth(events, 2)
+        prepare = _one(events, "phase_end", "prepare")
+        assert prepare["distributed_type"] == "MULTI_CPU"
+        assert prepare["model_class"] == "DistributedDataParallel"
+        assert prepare["process_group_reused"] is True
+        fp = _one(events, "phase_end", "fingerprint")["fingerprint"]
+        assert fp["launcher"] == "accelerate"
+        assert fp["nccl_env_changed"]["NCCL_P2P_DISABLE"] == {"expected": "1", "actual": None}
+        assert fp["dist_env"]["world"] == 2
+
+
+def test_ranks_agree_on_bandwidth_time(accelerate_run: Path) -> None:
+    """time_s is the MAX over ranks, so every rank records the same numbers."""
+    rows = [_one(_events(accelerate_run, r), "phase_end", "bandwidth")["rows"] for r in (0, 1)]
+    assert [r["time_s"] for r in rows[0]] == [r["time_s"] for r in rows[1]]
+
+
+def test_torchrun_two_gloo_ranks_run_every_phase(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_port", str(_free_port()), str(RUN_PY), "--out", str(out)] + FAST
+    proc = _run(cmd, _env(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    for events in _assert_complete(out, 2):
+        _assert_bandwidth(events, 2)
+        fp = _one(events, "phase_end", "fingerprint")["fingerprint"]
+        assert fp["launcher"] == "torchrun"
+
+
+def test_plain_python_is_a_world_of_one(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run([sys.executable, str(RUN_PY), "--out", str(out)] + FAST, _env(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    (events,) = _assert_complete(out, 1)
+    _assert_bandwidth(events, 1)
+    init = _one(events, "phase_end", "init")
+    assert init["env_set"]["NCCL_DEBUG"] == "INFO"
+    assert init["env_set"]["NCCL_DEBUG_FILE"] == str(out / "nccl-rank0.log")
+    fp = _one(events, "phase_end", "fingerprint")["fingerprint"]
+    assert fp["launcher"] == "none" and fp["dist_env"]["from_launcher"] is False
+
+
+def test_skip_bandwidth_still_closes_the_phase(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run([sys.executable, str(RUN_PY), "--out", str(out), "--device", "cpu",
+                 "--skip-bandwidth"], _env(tmp_path, NCCL_DEBUG="WARN"))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    (events,) = _assert_complete(out, 1)
+    bw = _one(events, "phase_end", "bandwidth")
+    assert bw["skipped"] is True and bw["rows"] == []
+    assert "NCCL_DEBUG" not in _one(events, "phase_end", "init")["env_set"]
+
+
+# ------------------------------------------------------------------ faults and forensics
+def test_fail_in_prepare_records_error_and_exits_nonzero(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run([sys.executable, str(RUN_PY), "--out", str(out), "--device", "cpu",
+                 "--fail-in", "prepare"], _env(tmp_path, HARNESS_TEST_FAULTS="1"))
+    assert proc.returncode == 1, proc.stdout[-5000:]
+    events = _events(out, 0)
+    err = _one(events, "error")
+    assert err["phase"] == "prepare" and err["type"] == "RuntimeError"
+    assert err["error_class"] in _load("classify").ERROR_CLASSES
+    assert "injected" in err["message"] and "Traceback" in err["traceback"]
+    assert _phase_events(events)[-1] == ("phase_start", "prepare")
+    result = events[-1]
+    assert result["event"] == "result" and result["status"] == "error"
+    assert result["failed_phase"] == "prepare" and result["phases_done"] == ["fingerprint", "init"]
+    assert result["teardown"] == "ok"
+
+
+def test_fail_in_refuses_without_the_fault_variable(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run([sys.executable, str(RUN_PY), "--out", str(out), "--device", "cpu",
+                 "--fail-in", "prepare"], _env(tmp_path))
+    assert proc.returncode == 2
+    assert "HARNESS_TEST_FAULTS" in proc.stdout
+    assert not out.exists()
+
+
+def test_init_times_out_when_a_rank_never_comes(tmp_path: Path) -> None:
+    """Rank 0 of a world of two alone: the in-process timeout ends init as class timeout."""
+    out = tmp_path / "out"
+    env = _env(tmp_path, RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()))
+    proc = _run([sys.executable, str(RUN_PY), "--out", str(out), "--device", "cpu",
+                 "--init-timeout", "3"], env)
+    assert proc.returncode == 1, proc.stdout[-5000:]
+    events = _events(out, 0)
+    err = _one(events, "error")
+    assert err["phase"] == "init" and err["error_class"] == "timeout"
+    assert events[-1]["status"] == "error" and events[-1]["failed_phase"] == "init"
+
+
+def _start_long_run(tmp_path: Path) -> tuple:
+    """A world-of-one rank stuck sweeping bandwidth for a long time; returns (proc, out)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(RUN_PY), "--out", str(out), "--device", "cpu", "--sizes", "4K",
+           "--iters", "100000000", "--warmup", "0", "--heartbeat", "0.2"]
+    proc = subprocess.Popen(cmd, env=_env(tmp_path), cwd=str(REPO),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    path = out / "events-rank0.jsonl"
+    while time.monotonic() < deadline:
+        if path.exists() and '"source":"main"' in path.read_text():  # inside the sweep
+            return proc, out
+        assert proc.poll() is None, "rank exited early"
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail("rank never reached the bandwidth phase")
+
+
+def test_sigusr1_dumps_all_thread_stacks(tmp_path: Path) -> None:
+    proc, out = _start_long_run(tmp_path)
+    try:
+        pid = int((out / "pid-rank0").read_text())
+        assert pid == proc.pid
+        os.kill(pid, signal.SIGUSR1)
+        stacks = out / "stacks-rank0.txt"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "File" not in stacks.read_text():
+            time.sleep(0.1)
+        text = stacks.read_text()
+        assert "bandwidth.py" in text  # the main thread, inside the sweep
+        assert "events.py" in text or "threading.py" in text  # the heartbeat thread too
+        assert proc.poll() is None  # the signal only dumps, it does not kill
+    finally:
+        proc.kill()
+        proc.wait(timeout=TIMEOUT)
+
+
+def test_events_survive_sigkill(tmp_path: Path) -> None:
+    proc, out = _start_long_run(tmp_path)
+    time.sleep(0.5)  # let heartbeats accumulate
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=TIMEOUT)
+    raw = (out / "events-rank0.jsonl").read_text()
+    assert raw.endswith("\n")
+    events = [json.loads(line) for line in raw.splitlines()]  # every line intact JSON
+    assert events[0]["event"] == "start"
+    assert ("phase_start", "bandwidth") in _phase_events(events)
+    assert any(e["event"] == "heartbeat" and e.get("source") == "thread" for e in events)
+    assert all(e["event"] != "result" for e in events)
+
+
+# ------------------------------------------------------------------ independence
+def test_runs_from_a_copy_without_the_harness_package(tmp_path: Path) -> None:
+    """The folder is shipped alone as /opt/harness/workload: nothing else may be needed."""
+    dest = tmp_path / "opt" / "harness" / "workload"
+    shutil.copytree(str(WORKLOAD_DIR), str(dest),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-I", str(dest / "run.py"), "--out", str(out), "--device", "cpu",
+           "--skip-bandwidth"]
+    proc = _run(cmd, _env(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    _assert_complete(out, 1)
+
+
+def test_sources_never_import_the_rest_of_harness() -> None:
+    pattern = re.compile(r"^\s*(import\s+harness|from\s+harness)\b", re.M)
+    by_name = re.compile(r"^\s*(import\s+workload|from\s+workload)\b", re.M)
+    sources = sorted(WORKLOAD_DIR.glob("*.py"))
+    assert sources
+    for path in sources:
+        text = path.read_text()
+        assert not pattern.search(text), path
+        if path.name != "run.py":  # only run.py may name the package
+            assert not by_name.search(text), path
+
+
+# ------------------------------------------------------------------ pure helpers
+@pytest.mark.parametrize("code,text", [(22809, "2.28.9"), (23203, "2.32.3"), (21805, "2.18.5"),
+                                       (2708, "2.7.8"), (2408, "2.4.8"), (21003, "2.10.3")])
+def test_decode_nccl_version(code: int, text: str) -> None:
+    assert _load("fingerprint").decode_nccl_version(code) == text
+
+
+@pytest.mark.parametrize("type_name,message,expected", [
+    ("DistBackendError", "NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, "
+                         "NCCL version 2.19.3\nncclSystemError: System call failed", "nccl"),
+    ("RuntimeError", "ncclInternalError: Internal check failed.", "nccl"),
+    ("DistBackendError", "", "nccl"),
+    ("RuntimeError", "CUDA error: an illegal memory access was encountered", "cuda"),
+    ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB", "oom"),
+    ("RuntimeError", "NCCL error: unhandled cuda error\nCuda failure 'out of memory'", "oom"),
+    ("DistBackendError", "NCCL error ... Error while creating shared memory segment "
+                         "/dev/shm/nccl-ABC (size 9637888)", "shm"),
+    ("RuntimeError", "No space left on device", "shm"),
+    ("ModuleNotFoundError", "No module named 'accelerate'", "import"),
+    ("ImportError", "libnccl.so.2: cannot open shared object file", "import"),
+    ("DistStoreError", "Timed out after 61 seconds waiting for clients. 1/2 clients joined.",
+     "timeout"),
+    ("DistBackendError", "[Rank 0] Watchdog caught collective operation timeout: "
+                         "WorkNCCL(SeqNum=1, OpType=BROADCAST) ran for 60000 milliseconds "
+                         "before timing out.", "timeout"),
+    ("NotImplementedError", "Using RTX 4000 series doesn't support faster communication "
+                            "broadband via P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and "
+                            "`NCCL_IB_DISABLE=\"1\" or use `accelerate launch`", "launcher"),
+    ("ValueError", "Error initializing torch.distributed using env:// rendezvous: "
+                   "environment variable RANK expected, but not set", "launcher"),
+    ("RuntimeError", "injected test fault", "other"),
+])
+def test_classify_text(type_name: str, message: str, expected: str) -> None:
+    assert _load("classify").classify_text(type_name, message) == expected
+
+
+def test_classify_exception_follows_causes_and_backend() -> None:
+    classify = _load("classify")
+    try:
+        try:
+            raise OSError("shm_open failed for /dev/shm/x")
+        except OSError as inner:
+            raise RuntimeError("collective failed") from inner
+    except RuntimeError as exc:
+        assert classify.classify_exception(exc) == "shm"
+
+    class DistBackendError(RuntimeError):
+        pass
+
+    assert classify.classify_exception(DistBackendError("peer closed"), "nccl") == "nccl"
+    assert classify.classify_exception(DistBackendError("peer closed"), "gloo") == "other"
+    assert classify.classify_exception(ModuleNotFoundError("x")) == "import"
+
+
+def test_env_redaction_and_changes() -> None:
+    fp = _load("fingerprint")
+    environ = {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "HF_TOKEN": "t",
+               "ACCELERATE_API_KEY": "k", "TORCH_SECRET_X": "s", "CUDA_VISIBLE_DEVICES": "0,1",
+               "NCCL_PASSWORD": "p", "NCCL_VERSION": "2.28.3-1", "PATH": "/bin"}
+    env = fp.relevant_env(environ)
+    assert env["ACCELERATE_API_KEY"] == fp.REDACTED and env["TORCH_SECRET_X"] == fp.REDACTED
+    assert env["NCCL_PASSWORD"] == fp.REDACTED
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_P2P_DISABLE"] == "1"
+    assert "HF_TOKEN" not in env and "PATH" not in env
+    changed = fp.nccl_env_changed({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+                                   "NCCL_SOCKET_IFNAME": None}, environ)
+    assert changed == {
+        "NCCL_SHM_DISABLE": {"expected": "1", "actual": None},
+        "NCCL_IB_DISABLE": {"expected": None, "actual": "1"},
+        "NCCL_PASSWORD": {"expected": None, "actual": fp.REDACTED},
+    }
+    assert fp.detect_launcher({"ACCELERATE_MIXED_PRECISION": "no",
+                               "TORCHELASTIC_RUN_ID": "x"}) == "accelerate"
+    assert fp.detect_launcher({"TORCHELASTIC_RUN_ID": "x"}) == "torchrun"
+    assert fp.detect_launcher({"ACCELERATE_LOG_LEVEL": "info"}) == "none"
+
+
+def test_small_helpers() -> None:
+    fp, cli, bw, distenv = (_load(m) for m in ("fingerprint", "cli", "bandwidth", "distenv"))
+    assert fp.parse_driver_proc(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+        "GCC version:  gcc version 12.3.0") == "550.54.15"
+    assert fp.parse_driver_proc(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build"
+    ) == "580.159.04"
+    assert fp.memlock_limit()["soft"] == "unlimited" or isinstance(fp.memlock_limit()["soft"], int)
+    assert cli.parse_sizes("4096,8K,1M,1GiB") == [4096, 8192, 1 << 20, 1 << 30]
+    gpu = cli.default_sizes("cuda")
+    assert gpu[0] == 8192 and gpu[-1] == 1 << 30 and gpu == sorted(set(gpu))
+    assert cli.default_sizes("cpu") == [4096 * 4 ** k for k in range(7)]
+    assert bw.bus_factor(1) == 0.0 and bw.bus_factor(2) == 1.0 and bw.bus_factor(8) == 1.75
+    assert distenv.async_error_var("2.1.2+cu121") == "NCCL_ASYNC_ERROR_HANDLING"
+    assert distenv.async_error_var("2.2.0") == "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+    assert distenv.parse_version("2.7.1+cu126") == (2, 7, 1)
+    env: Dict[str, str] = {"NCCL_DEBUG": "WARN"}
+    set_now = distenv.set_init_env(env, "/o", 3, "2.13.0")
+    assert env["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG_SUBSYS" not in env
+    assert set_now == {"NCCL_DEBUG_FILE": "/o/nccl-rank3.log",
+                       "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+
+
+def test_mapped_libs_parses_proc_maps(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r--p 00000000 08:01 1 /usr/lib/libnccl.so.2.28.3\n"
+        "7f01-7f02 r-xp 00001000 08:01 1 /usr/lib/libnccl.so.2.28.3\n"
+        "7f02-7f03 r--p 00000000 08:01 2 /opt/v/nvidia/nccl/lib/libnccl.so.2\n"
+        "7f03-7f04 r--p 00000000 08:01 3 /opt/plugins/libnccl-net.so\n"
+        "7f04-7f05 rw-p 00000000 00:00 0 \n"
+        "7ffd-7ffe rw-p 00000000 00:00 0 [stack]\n")
+    fp = _load("fingerprint")
+    assert fp.mapped_libs("libnccl.so", str(maps)) == [
+        "/usr/lib/libnccl.so.2.28.3", "/opt/v/nvidia/nccl/lib/libnccl.so.2"]
+    assert len(fp.mapped_libs("libnccl", str(maps))) == 3
+    assert fp.mapped_libs("libnccl", str(tmp_path / "absent")) == []
+
+
+def test_bounded_reports_timeout_and_errors() -> None:
+    fp = _load("fingerprint")
+    assert fp.bounded(lambda: time.sleep(5), 0.1) == "timeout"
+    assert fp.bounded(lambda: 1 // 0, 5)["error"].startswith("ZeroDivisionError")
+    assert fp.bounded(lambda: True, 5) is True
+
+
+def _fake_nccl(tmp_path: Path, name: str, code: int) -> Path:
+    """A real shared object named libnccl.so.2 whose ncclGetVersion answers ``code``."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in libnccl")
+    folder = tmp_path / name
+    folder.mkdir()
+    src = folder / "nccl.c"
+    src.write_text("int ncclGetVersion(int *v) { *v = %d; return 0; }\n" % code)
+    lib = folder / "libnccl.so.2"
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(lib), str(src)],
+                   check=True, timeout=120)
+    return lib
+
+
+def _nccl_loaded_in_child(env: Dict[str, str], preload_path: Optional[Path] = None) -> dict:
+    code = ("import ctypes, json, sys\n"
+            "sys.path.insert(0, %r)\n"
+            "from workload import fingerprint\n" % str(WORKLOAD_DIR.parent))
+    if preload_path is not None:
+        code += "ctypes.CDLL(%r)\n" % str(preload_path)
+    code += "print(json.dumps(fingerprint.nccl_loaded()))\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_nccl_loaded_reads_the_library_really_in_the_process(tmp_path: Path) -> None:
+    """ncclGetVersion through ctypes: LD_PRELOAD wins, dlopen fallback, several mapped."""
+    a = _fake_nccl(tmp_path, "a", 22809)
+    b = _fake_nccl(tmp_path, "b", 23007)
+    env = _env(tmp_path)
+    env.pop("LD_PRELOAD", None)
+    got = _nccl_loaded_in_child(dict(env, LD_PRELOAD=str(a)))
+    assert (got["version"], got["code"], got["path"], got["source"]) == \
+        ("2.28.9", 22809, str(a), "mapped")
+    got = _nccl_loaded_in_child(dict(env, LD_LIBRARY_PATH=str(b.parent)))
+    assert (got["version"], got["path"], got["source"]) == ("2.30.7", str(b), "dlopen")
+    got = _nccl_loaded_in_child(dict(env, LD_PRELOAD=str(a)), preload_path=b)
+    assert got["version"] == "2.28.9" and got["path"] == str(a)  # what the soname resolves to
+    assert sorted(e["version"] for e in got["all"]) == ["2.28.9", "2.30.7"]
+    if ctypes.util.find_library("nccl") is None:  # no system libnccl to find by soname
+        got = _nccl_loaded_in_child(dict(env, LD_LIBRARY_PATH=str(tmp_path / "nowhere")))
+        assert got["path"] is None and "error" in got
+
+
+def test_event_lines_are_single_valid_json(tmp_path: Path) -> None:
+    events = _load("events")
+    writer = events.EventWriter(str(tmp_path / "e.jsonl"), rank=1, world=4)
+    rec = writer.emit("phase_end", phase="step", loss=float("nan"), obj=object())
+    writer.close()
+    line = (tmp_path / "e.jsonl").read_text()
+    assert line.count("\n") == 1
+    parsed = json.loads(line)
+    assert parsed["loss"] is None and parsed["rank"] == 1 and parsed["world"] == 4
+    assert COMMON_FIELDS <= set(parsed) and rec["event"] == "phase_end"
