@@ -95,6 +95,16 @@ def run(
     return Completed(tuple(argv), proc.returncode, "".join(lines), timed_out.is_set())
 
 
+def spawn(argv: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start a long-running process in its own process group, output appended to `log`; the caller
+    owns its end (see stop)."""
+    with open(log, "ab") as sink:
+        return subprocess.Popen(
+            list(argv), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,
+        )
+
+
 def check(result: Completed, what: str, hint: str) -> Completed:
     """Turn a failed Completed into a HarnessError that says which of the two ways it failed."""
     if result.timed_out:

@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The host engine and the workload tests run in this environment: keep a torch that is already there
+# (a GPU host's own stack), else take the CPU build of torch 2.13.0.
+python3 -c 'import torch' 2>/dev/null || python3 -m pip install --quiet torch==2.13.0
+python3 -c 'import accelerate' 2>/dev/null || python3 -m pip install --quiet accelerate==1.15.0
 
 if ! docker info >/dev/null 2>&1; then
   if ! command -v dockerd >/dev/null 2>&1; then

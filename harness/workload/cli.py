@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bandwidth", action="store_true")
     p.add_argument("--fail-in", choices=PHASES, default=None,
                    help="TEST ONLY: raise at the start of PHASE (needs %s=1)" % FAULT_ENV)
+    p.add_argument("--hold-at", choices=PHASES, default=None,
+                   help="TEST ONLY: after phase_start of PHASE, wait until the file <out>/release "
+                        "exists (a sync point for tests that signal a rank in that phase; needs %s=1)"
+                   % FAULT_ENV)
     return p
 
 
@@ -88,9 +92,10 @@ def parse_args(argv: Optional[Sequence[str]] = None,
     parser = build_parser()
     args = parser.parse_args(argv)
     env = os.environ if environ is None else environ
-    if args.fail_in is not None and env.get(FAULT_ENV) != "1":
-        parser.error("--fail-in is a test-only fault switch and acts only with %s=1 in the "
-                     "environment; refusing to run" % FAULT_ENV)
+    for flag, value in (("--fail-in", args.fail_in), ("--hold-at", args.hold_at)):
+        if value is not None and env.get(FAULT_ENV) != "1":
+            parser.error("%s is a test-only switch and acts only with %s=1 in the "
+                         "environment; refusing to run" % (flag, FAULT_ENV))
     if args.iters < 1:
         parser.error("--iters must be >= 1")
     if args.warmup < 0:

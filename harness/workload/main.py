@@ -122,6 +122,8 @@ class Runner:
         self.heartbeat.set_phase(name)
         t0 = time.monotonic()
         try:
+            if self.args.hold_at == name:
+                wait_for_release(self.args.out)
             if self.args.fail_in == name:
                 raise RuntimeError("injected test fault at the start of phase %r "
                                    "(--fail-in with %s=1)" % (name, cli.FAULT_ENV))
@@ -176,6 +178,13 @@ class Runner:
         self.writer.emit("result", status=status, phases_done=list(self.done),
                          exit_code=0 if status == "ok" else 1,
                          **dict(self.summary, **fields))
+
+
+def wait_for_release(out_dir: str) -> None:
+    """Test-only sync point (--hold-at): lets a test signal this rank while it is inside a phase."""
+    release = os.path.join(out_dir, "release")
+    while not os.path.exists(release):
+        time.sleep(0.02)
 
 
 def try_teardown(grace_s: float) -> str:
