@@ -8,13 +8,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import docker
 import docker.errors
 from contextlib import contextmanager
 
 from ..errors import HarnessError, InfraError
+
+if TYPE_CHECKING:
+    from .base import CellSpec
 
 LABEL = "io.nccl-harness"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -34,6 +37,8 @@ class RunResult:
 
 
 class DockerEngine:
+    name = "docker"
+
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
 
@@ -160,9 +165,102 @@ class DockerEngine:
             container.kill()
             return RunResult(None, container.logs().decode(errors="replace"), True)
 
+    @contextmanager
+    def start(self, spec: "CellSpec") -> Iterator[DockerRunning]:
+        """Start the cell's container with what NCCL needs in containers; removed on every path out."""
+        from docker.types import DeviceRequest, Ulimit
+
+        kwargs: dict = dict(
+            environment={**spec.launch.env_dict, "HF_HOME": "/tmp/hf", "PYTHONUNBUFFERED": "1"},
+            volumes={str(spec.out_dir.resolve()): {"bind": "/out", "mode": "rw"}},
+            # NCCL >= 2.24 binds host memory to NUMA nodes (set_mempolicy/mbind): Docker allows it
+            # only with CAP_SYS_NICE.
+            cap_add=["SYS_NICE"],
+            working_dir="/opt/harness",
+        )
+        if spec.shm_size:
+            kwargs["shm_size"] = spec.shm_size
+        else:
+            kwargs["ipc_mode"] = "host"
+        if spec.gpus:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])]
+            # NCCL pins host memory (IB, GPUDirect, proxies); gloo on CPU cells does not need it.
+            kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        name = f"nccl-harness-{spec.run_id}-{uuid.uuid4().hex[:8]}"
+        labels = {LABEL_RUN: spec.run_id, LABEL_CELL: spec.cell_id, f"{LABEL}.attempt": str(spec.attempt)}
+        try:
+            container = self.client.containers.create(
+                spec.image, list(spec.launch.argv), name=name, labels={LABEL: "cell", **labels}, **kwargs
+            )
+            container.start()
+        except docker.errors.APIError as exc:
+            self.remove_container(name)
+            text = _short(exc)
+            if spec.gpus and ("could not select device driver" in text or "nvidia" in text.lower()):
+                raise InfraError(f"this Docker engine cannot give containers GPUs ({text}). {NVIDIA_HINT}") from None
+            if "rlimit" in text:
+                raise InfraError(
+                    f"the engine may not grant the container unlimited memlock, which NCCL needs ({text}). "
+                    "Fix: raise dockerd's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)."
+                ) from None
+            raise InfraError(f"the engine could not start the cell's container ({text}).") from None
+        try:
+            yield DockerRunning(self, container)
+        finally:
+            self.remove_container(name)
+
     def leftovers(self, label_filter: str = LABEL) -> list[str]:
         """Names of containers (running or not) that carry the harness label."""
         return [c.name for c in self.client.containers.list(all=True, filters={"label": label_filter})]
+
+
+NVIDIA_HINT = (
+    "Fix: install the NVIDIA Container Toolkit and configure Docker for it "
+    "(nvidia-ctk runtime configure --runtime=docker, then restart dockerd), or run with --engine host."
+)
+
+
+class DockerRunning:
+    """A started cell container; every call is safe after the container has gone."""
+
+    def __init__(self, engine: "DockerEngine", container) -> None:
+        self.engine, self.container = engine, container
+
+    def poll(self) -> int | None:
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return -1
+        if self.container.status in ("exited", "dead"):
+            return int(self.container.attrs["State"]["ExitCode"])
+        return None
+
+    def signal(self, pid: int, signame: str) -> None:
+        # The pid is the rank's own (container namespace); dash's builtin kill needs no procps.
+        self.container.exec_run(["sh", "-c", f"kill -{signame} {int(pid)}"])
+
+    def process_list(self) -> str:
+        try:
+            top = self.container.top(ps_args="-o pid,stat,etime,args")
+        except docker.errors.APIError as exc:
+            return f"(docker top failed: {_short(exc)})"
+        return "\n".join(" ".join(row) for row in [top.get("Titles", [])] + top.get("Processes", []))
+
+    def output_tail(self, lines: int = 80) -> str:
+        try:
+            return self.container.logs(tail=lines).decode(errors="replace")
+        except docker.errors.APIError:
+            return ""
+
+    def kill(self) -> None:
+        try:
+            self.container.kill()
+        except docker.errors.APIError:
+            pass
+
+    def leftovers(self) -> list[str]:
+        return self.engine.leftovers(f"{LABEL_CELL}={self.container.labels.get(LABEL_CELL, '')}")
 
 
 def _short(exc: Exception) -> str:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -16,37 +17,46 @@ from .. import proc
 from .base import CellSpec
 
 
-def group_members(pgid: int) -> list[tuple[int, str, str]]:
-    """(pid, state, command) of every live process in a process group, read from /proc."""
+TOKEN_VAR = "HARNESS_CELL_TOKEN"
+
+
+def tagged(token: str) -> list[tuple[int, str, str]]:
+    """(pid, state, command) of every live process carrying the cell's token in its environment.
+
+    Launchers (torch elastic) start ranks in sessions of their own, and killed launchers orphan them,
+    so neither the process group nor the parent chain finds every rank; the inherited token does."""
+    needle = f"{TOKEN_VAR}={token}".encode()
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) != pgid or fields[0] == "Z":
+            state = stat[stat.rindex(")") + 2 :].split()[0]
+            if state == "Z":
                 continue
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            members.append((int(entry.name), fields[0], cmd))
+            members.append((int(entry.name), state, cmd))
         except (OSError, ValueError, IndexError):
             continue
     return members
 
 
 class HostRunning:
-    def __init__(self, popen: subprocess.Popen, log: Path) -> None:
-        self.popen, self.log = popen, log
+    def __init__(self, popen: subprocess.Popen, log: Path, token: str) -> None:
+        self.popen, self.log, self.token = popen, log, token
 
     def poll(self) -> int | None:
         return self.popen.poll()
 
     def signal(self, pid: int, signame: str) -> None:
-        if pid in {p for p, _, _ in group_members(self.popen.pid)}:
+        if pid in {p for p, _, _ in tagged(self.token)}:
             os.kill(pid, getattr(signal, f"SIG{signame}"))
 
     def process_list(self) -> str:
-        return "\n".join(f"{pid:>8} {state} {cmd[:200]}" for pid, state, cmd in group_members(self.popen.pid))
+        return "\n".join(f"{pid:>8} {state} {cmd[:200]}" for pid, state, cmd in tagged(self.token))
 
     def output_tail(self, lines: int = 80) -> str:
         try:
@@ -55,19 +65,30 @@ class HostRunning:
             return ""
 
     def kill(self) -> None:
-        # Stopped ranks must be continued to die promptly; SIGKILL reaches them either way.
-        for sig in (signal.SIGKILL, signal.SIGCONT):
+        """SIGKILL the launcher's group and every tagged process, until none is left (10 s at most)."""
+        deadline = time.monotonic() + 10
+        while True:
             try:
-                os.killpg(self.popen.pid, sig)
+                os.killpg(self.popen.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        try:
-            self.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+            members = tagged(self.token)
+            for pid, _, _ in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if self.popen.poll() is None:
+                try:
+                    self.popen.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
+            if not members or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
     def leftovers(self) -> list[str]:
-        return [f"pid {pid} ({state}) {cmd[:80]}" for pid, state, cmd in group_members(self.popen.pid)]
+        return [f"pid {pid} ({state}) {cmd[:80]}" for pid, state, cmd in tagged(self.token)]
 
 
 class HostEngine:
@@ -83,13 +104,11 @@ class HostEngine:
         env = {**os.environ, **spec.launch.env_dict, "PYTHONUNBUFFERED": "1"}
         if spec.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
+        token = uuid.uuid4().hex
+        env[TOKEN_VAR] = token
         log = spec.out_dir / "launcher.log"
-        running = HostRunning(proc.spawn(list(spec.launch.argv), env=env, log=log), log)
+        running = HostRunning(proc.spawn(list(spec.launch.argv), env=env, log=log), log, token)
         try:
             yield running
         finally:
             running.kill()
-            deadline = time.monotonic() + 10
-            while running.leftovers() and time.monotonic() < deadline:
-                time.sleep(0.1)
-                running.kill()

@@ -1,0 +1,290 @@
+"""Run one cell under supervision: start it through an engine, follow every rank's event file, declare
+a hang when progress stops for longer than the phase's threshold (or the cell's hard cap passes),
+collect forensics before killing, and always leave nothing behind.
+
+The in-process timeouts of torch and Accelerate do not cover communicator init or the first barrier,
+so this layer is the one that must never fail: it only reads files and kills from outside.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import nccl_log
+from .engines.base import CellSpec, Engine, Running
+from .errors import InfraError
+from .matrix import Timeouts
+
+PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
+STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
+POLL_S = 0.2
+HEARTBEAT_S = 2.0  # the workload's default interval
+STACK_DUMP_WAIT_S = 1.0
+
+
+def phase_index(phase: str | None) -> int:
+    return PHASES.index(phase) if phase in PHASES else -1
+
+
+class EventTail:
+    """Reads the complete JSON lines appended to a rank's event file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+@dataclass
+class RankState:
+    rank: int
+    phase: str | None = None  # the phase it is in, or last finished
+    in_phase: bool = False
+    phases_done: list[str] = field(default_factory=list)
+    pid: int | None = None
+    last_progress: float = 0.0  # host monotonic clock
+    last_beat: float = 0.0
+    events: int = 0
+    error: dict | None = None
+    result: dict | None = None
+    phase_ends: dict[str, dict] = field(default_factory=dict)
+
+    def feed(self, event: dict, now: float) -> None:
+        kind = event.get("event")
+        self.events += 1
+        self.last_beat = now
+        self.pid = event.get("pid", self.pid)
+        if kind == "heartbeat" and event.get("source") != "main":
+            return  # alive, but not progress: a rank stuck in a collective keeps beating
+        self.last_progress = now
+        if kind == "phase_start":
+            self.phase, self.in_phase = event.get("phase"), True
+        elif kind == "phase_end":
+            self.in_phase = False
+            self.phases_done.append(event.get("phase"))
+            self.phase_ends[event.get("phase")] = event
+        elif kind == "error":
+            self.error = event
+        elif kind == "result":
+            self.result = event
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def summary(self) -> dict:
+        return {
+            "phase": self.phase,
+            "in_phase": self.in_phase,
+            "phases_done": self.phases_done,
+            "pid": self.pid,
+            "events": self.events,
+            "error": _slim_error(self.error),
+            "result": self.result,
+        }
+
+
+def _slim_error(error: dict | None) -> dict | None:
+    if error is None:
+        return None
+    return {k: error.get(k) for k in ("phase", "error_class", "type", "message", "wall")}
+
+
+@dataclass(frozen=True)
+class Stall:
+    phase: str
+    threshold: float
+    since_progress: float
+    ranks_behind: tuple[int, ...]
+    why_behind: dict[int, str]
+    cap: bool = False
+
+
+class Watch:
+    """What the event files say about the cell, and whether it has stalled. No I/O, no clock."""
+
+    def __init__(self, ranks: int, timeouts: Timeouts, started: float, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.ranks, self.timeouts, self.started, self.heartbeat_s = ranks, timeouts, started, heartbeat_s
+        self.states: dict[int, RankState] = {}
+
+    def feed(self, rank: int, event: dict, now: float) -> None:
+        self.states.setdefault(rank, RankState(rank)).feed(event, now)
+
+    def phase(self) -> str:
+        """The phase of the most advanced rank: where the others are awaited."""
+        best = max(self.states.values(), key=lambda s: phase_index(s.phase), default=None)
+        return best.phase if best is not None and best.phase else STARTUP
+
+    def all_finished(self) -> bool:
+        return len(self.states) == self.ranks and all(s.finished for s in self.states.values())
+
+    def threshold(self, phase: str) -> float:
+        return getattr(self.timeouts, phase if phase in PHASES else "fingerprint")
+
+    def behind(self, now: float) -> dict[int, str]:
+        lead = phase_index(self.phase())
+        stale_after = 1.5 * self.heartbeat_s  # a live rank beats every heartbeat_s, even when stuck
+        why: dict[int, str] = {}
+        for rank in range(self.ranks):
+            state = self.states.get(rank)
+            if state is None:
+                why[rank] = "never started (no events)"
+            elif state.finished:
+                continue
+            elif phase_index(state.phase) < lead:
+                why[rank] = f"still in {state.phase or STARTUP}"
+            elif now - state.last_beat > stale_after:
+                why[rank] = f"silent for {now - state.last_beat:.0f}s (stopped or frozen)"
+        return why
+
+    def stalled(self, now: float) -> Stall | None:
+        phase = self.phase()
+        if now - self.started > self.timeouts.cell:
+            behind = self.behind(now)
+            return Stall(phase, self.timeouts.cell, now - self.last_progress(), tuple(behind), behind, cap=True)
+        if self.all_finished():
+            phase = "teardown"  # every rank reported; waiting for the launcher to exit
+        threshold = self.threshold(phase)
+        since = now - self.last_progress()
+        if since <= threshold:
+            return None
+        behind = self.behind(now)
+        return Stall(phase, threshold, since, tuple(behind), behind)
+
+    def last_progress(self) -> float:
+        return max((s.last_progress for s in self.states.values()), default=self.started)
+
+
+@dataclass
+class Attempt:
+    """The raw record of one attempt: everything classification and reports need, as plain data."""
+
+    cell_id: str
+    engine: str
+    attempt: int
+    expected_ranks: int
+    ended_by: str = ""  # exited | stall | cap | interrupted | infra
+    exit_code: int | None = None
+    seconds: float = 0.0
+    started_wall: float = 0.0
+    infra_reason: str = ""
+    stall: dict | None = None
+    ranks: dict[str, dict] = field(default_factory=dict)
+    phases: dict[str, dict] = field(default_factory=dict)  # rank 0's phase_end payloads (fingerprint, bandwidth...)
+    launcher_tail: str = ""
+    forensics: dict[str, Any] = field(default_factory=dict)
+    leftovers: list[str] = field(default_factory=list)
+    out_dir: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _pids(out: Path) -> dict[int, int]:
+    pids = {}
+    for path in out.glob("pid-rank*"):
+        try:
+            pids[int(path.name[len("pid-rank"):])] = int(path.read_text().strip())
+        except ValueError:
+            continue
+    return pids
+
+
+def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]:
+    """Before the kill: every rank's threads (faulthandler via SIGUSR1), NCCL log tails, processes."""
+    processes = running.process_list()
+    pids = _pids(out)
+    for pid in pids.values():
+        try:
+            running.signal(pid, "USR1")
+        except Exception:  # noqa: BLE001 - forensics must never stop the kill
+            pass
+    time.sleep(STACK_DUMP_WAIT_S)
+    stacks, nccl = {}, {}
+    for rank in range(ranks):
+        text = nccl_log.tail_file(out / f"stacks-rank{rank}.txt", 200)
+        stacks[str(rank)] = text or "(no dump: the rank did not answer SIGUSR1; stopped or gone)"
+        nccl[str(rank)] = nccl_log.tail_file(out / f"nccl-rank{rank}.log", 40)
+    forensics = {"processes": processes, "pids": {str(k): v for k, v in pids.items()}, "stacks": stacks, "nccl_tail": nccl}
+    (out / "forensics.json").write_text(json.dumps(forensics, indent=1))
+    return forensics
+
+
+def supervise(
+    engine: Engine,
+    spec: CellSpec,
+    timeouts: Timeouts,
+    on_event: Callable[[int, dict], None] = lambda rank, event: None,
+) -> Attempt:
+    """Run one attempt of one cell to its end (exit, stall, cap or Ctrl-C); never leaves it running."""
+    out = spec.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out))
+    started = time.monotonic()
+    record.started_wall = time.time()
+    watch = Watch(spec.launch.ranks, timeouts, started)
+    tails: dict[int, EventTail] = {}
+
+    def drain(now: float) -> None:
+        for path in out.glob("events-rank*.jsonl"):
+            rank = int(path.stem[len("events-rank"):])
+            tail = tails.setdefault(rank, EventTail(path))
+            for event in tail.read():
+                watch.feed(rank, event, now)
+                on_event(rank, event)
+
+    try:
+        with engine.start(spec) as running:
+            try:
+                while True:
+                    now = time.monotonic()
+                    drain(now)
+                    code = running.poll()
+                    if code is not None:
+                        drain(time.monotonic())
+                        record.ended_by, record.exit_code = "exited", code
+                        break
+                    stall = watch.stalled(now)
+                    if stall is not None:
+                        record.ended_by = "cap" if stall.cap else "stall"
+                        record.stall = asdict(stall) | {"ranks_behind": list(stall.ranks_behind),
+                                                        "why_behind": {str(k): v for k, v in stall.why_behind.items()}}
+                        record.forensics = collect_forensics(running, out, spec.launch.ranks)
+                        break
+                    time.sleep(POLL_S)
+            except KeyboardInterrupt:
+                record.ended_by = "interrupted"
+            record.launcher_tail = running.output_tail()
+            running.kill()
+        record.leftovers = running.leftovers()
+    except InfraError as exc:
+        record.ended_by, record.infra_reason = "infra", str(exc)
+    record.seconds = time.monotonic() - started
+    record.ranks = {str(r): s.summary() for r, s in sorted(watch.states.items())}
+    lead = watch.states.get(0)
+    if lead is not None:
+        record.phases = lead.phase_ends
+    (out / "attempt.json").write_text(json.dumps(record.to_json(), indent=1, default=str))
+    return record

@@ -1,0 +1,138 @@
+"""Cells under supervision with real faults, on the host engine and in real containers: a stopped rank
+is a hang in the right phase with the rank named, a killed rank is a fail, a rank that never joins is
+a hang in init, an exception is a fail with its line, and nothing is ever left behind."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import launch, matrix, outcome, supervise
+from harness.engines.base import CellSpec
+from harness.engines.docker import LABEL_CELL
+from harness.engines.host import HostEngine
+
+TIMEOUTS = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=180)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spec(engine_name: str, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "") -> CellSpec:
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    cell = next(c for c in m.cells if c.launcher == launcher and c.stack.accelerate == "1.15.0"
+                and c.variant.name == "default")
+    if engine_name == "host":
+        spec = launch.launch(cell, m, ranks=2, python=sys.executable, workload=HostEngine.workload, out=str(out),
+                             port=_free_port(), extra_args=extra)
+    else:
+        spec = launch.launch(cell, m, ranks=2, extra_args=extra)
+    spec = dataclasses.replace(spec, env=spec.env + (("HARNESS_TEST_FAULTS", "1"),))
+    return CellSpec("test", f"{cell.id}-{out.name}", spec, out, image=image)
+
+
+class Fault:
+    """At rank `rank`'s phase_start of `phase` (the ranks hold there), send `sig`, then release."""
+
+    def __init__(self, engine, spec: CellSpec, rank: int, phase: str, sig: str | None) -> None:
+        self.engine, self.spec, self.rank, self.phase, self.sig = engine, spec, rank, phase, sig
+        self.fired = False
+
+    def __call__(self, rank: int, event: dict) -> None:
+        if self.fired or rank != self.rank or event.get("event") != "phase_start" or event.get("phase") != self.phase:
+            return
+        self.fired = True
+        if self.sig:
+            send_signal(self.engine, self.spec, event["pid"], self.sig)
+        (self.spec.out_dir / "release").touch()
+
+
+def send_signal(engine, spec: CellSpec, pid: int, sig: str) -> None:
+    if isinstance(engine, HostEngine):
+        import os
+        import signal
+
+        os.kill(pid, getattr(signal, f"SIG{sig}"))
+    else:
+        (container,) = engine.client.containers.list(filters={"label": f"{LABEL_CELL}={spec.cell_id}"})
+        container.exec_run(["sh", "-c", f"kill -{sig} {pid}"])
+
+
+@pytest.fixture(params=["host", pytest.param("docker", marks=[pytest.mark.engine, pytest.mark.slow])])
+def setup(request, tmp_path):
+    """(engine, image) for each engine; the docker one builds the real CPU image."""
+    if request.param == "host":
+        pytest.importorskip("torch")
+        return HostEngine(), ""
+    engine = request.getfixturevalue("engine")
+    return engine, request.getfixturevalue("cpu_image")
+
+
+def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate"):
+    engine, image = setup
+    spec = _spec(engine.name, tmp_path / name, extra, launcher, image)
+    callback = Fault(engine, spec, *fault) if fault else (lambda r, e: None)
+    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=callback)
+    assert record.leftovers == [], f"left behind: {record.leftovers}"
+    if not isinstance(engine, HostEngine):
+        assert engine.leftovers(f"{LABEL_CELL}={spec.cell_id}") == []
+    return record, outcome.classify(record.to_json())
+
+
+def test_healthy_cell_passes(setup, tmp_path):
+    record, result = _run(setup, tmp_path, "ok")
+    assert result.status == "pass", result
+    assert record.exit_code == 0
+    assert set(record.ranks) == {"0", "1"}
+    assert record.phases["bandwidth"]["rows"]
+
+
+@pytest.mark.parametrize("phase", ["prepare", "bandwidth"])
+def test_stopped_rank_is_a_hang_in_its_phase_naming_the_rank(setup, tmp_path, phase):
+    record, result = _run(setup, tmp_path, f"stop-{phase}", ("--hold-at", phase), (1, phase, "STOP"))
+    assert result.status == "hang", result
+    assert result.phase == phase
+    assert result.detail["ranks_behind"] == [1]
+    assert "rank 1" in result.reason and "stopped" in result.reason
+    assert record.ended_by == "stall"
+    # forensics: rank 0 answered SIGUSR1 with its threads; the stopped rank could not
+    stacks = record.forensics["stacks"]
+    assert "Thread" in stacks["0"] or "File" in stacks["0"]
+    assert "did not answer" in stacks["1"]
+    assert record.forensics["processes"]
+
+
+def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
+    record, result = _run(setup, tmp_path, "kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"))
+    assert result.status == "fail", result
+    assert result.error_class == "killed"
+    assert result.phase == "bandwidth"
+    assert "rank 1 died" in result.reason
+
+
+def test_rank_that_never_joins_is_a_hang_in_init(setup, tmp_path):
+    record, result = _run(setup, tmp_path, "nojoin", ("--hold-at", "fingerprint"), (1, "fingerprint", "STOP"))
+    assert result.status == "hang", result
+    assert result.phase == "init"
+    assert result.detail["ranks_behind"] == [1]
+    assert "still in fingerprint" in result.reason
+
+
+def test_exception_in_prepare_is_a_fail_with_its_line(setup, tmp_path):
+    record, result = _run(setup, tmp_path, "raise", ("--fail-in", "prepare"))
+    assert result.status == "fail", result
+    assert result.phase == "prepare"
+    assert "injected test fault" in result.reason
+    assert result.error_class == "other"
+
+
+def test_torchrun_launcher_is_supervised_too(setup, tmp_path):
+    record, result = _run(setup, tmp_path, "torchrun-stop", ("--hold-at", "prepare"), (1, "prepare", "STOP"), launcher="torchrun")
+    assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1]
