@@ -26,38 +26,57 @@ SELECT_HELP = {
 }
 
 
-@task(
-    iterable=["only", "exclude"],
-    help={**SELECT_HELP, "list": "print the expanded cells (n/a ones with their reason) and stop", "json": "with --list: JSON"},
-)
-def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False):
-    """Expand the matrix; with --list print its cells (running cells comes with the supervisor)."""
-    if not list:
-        raise Exit(
-            "error: running cells is not built yet (the supervisor is the next issue). "
-            "Use `invoke matrix --list` to see the cells and `invoke build` to build their images.",
-            code=2,
-        )
-    _exit(guarded(lambda: commands.list_cells(_selection(matrix, only, exclude), as_json=json)))
+BUILD_HELP = {
+    "rebuild": "build even when an image with the same content hash exists",
+    "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
+    "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
+    "results": "results folder (default: results/)",
+    "run_id": "run folder name (default: a new timestamped one)",
+}
+
+
+def _build_options(rebuild, wheelhouse, ca_bundle) -> images.BuildOptions:
+    return images.BuildOptions.from_env(
+        rebuild=rebuild, wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca_bundle) if ca_bundle else None
+    )
 
 
 @task(
     iterable=["only", "exclude"],
     help={
         **SELECT_HELP,
-        "rebuild": "build even when an image with the same content hash exists",
-        "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
-        "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
-        "results": "results folder (default: results/)",
-        "run_id": "run folder name (default: a new timestamped one)",
+        **BUILD_HELP,
+        "list": "print the expanded cells (n/a ones with their reason) and stop",
+        "json": "with --list: JSON",
+        "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
+        "engine": "docker or host (default: docker when reachable, else host)",
+        "ranks": "ranks of a CPU cell (default: the matrix file's)",
+        "retries": "re-run hang and infra-error cells up to N times",
     },
+)
+def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
+           retries=0, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None):
+    """Build what is missing, run the selected cells under supervision, record the outcomes."""
+    selection = _selection(matrix, only, exclude)
+    if list:
+        _exit(guarded(lambda: commands.list_cells(selection, as_json=json)))
+        return
+    options = commands.MatrixOptions(
+        engine=engine, gpus=gpus, ranks=int(ranks) if ranks else None, retries=int(retries),
+        results=Path(results) if results else commands.results.DEFAULT_RESULTS, run_id=run_id,
+        build=_build_options(rebuild, wheelhouse, ca_bundle),
+    )
+    _exit(guarded(lambda: commands.run_matrix(selection, options)))
+
+
+@task(
+    iterable=["only", "exclude"],
+    help={**SELECT_HELP, **BUILD_HELP},
 )
 def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None):
     """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
-    options = images.BuildOptions.from_env(
-        rebuild=rebuild, wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca_bundle) if ca_bundle else None
-    )
     res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    options = _build_options(rebuild, wheelhouse, ca_bundle)
     _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), options, res, run_id)))
 
 

@@ -24,16 +24,22 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    ls = sub.add_parser("list", help="print the expanded cells, n/a ones with their reason")
-    _add_selection(ls)
-    ls.add_argument("--json", action="store_true", help="machine-readable list")
+    mx = sub.add_parser("matrix", help="build what is missing and run the selected cells (--list: only print them)")
+    _add_selection(mx)
+    mx.add_argument("--list", action="store_true", help="print the expanded cells, n/a ones with their reason, and stop")
+    mx.add_argument("--json", action="store_true", help="with --list: machine-readable")
+    mx.add_argument("--gpus", help="`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)")
+    mx.add_argument("--engine", choices=("docker", "host"), help="default: docker when reachable, else host")
+    mx.add_argument("--ranks", type=int, help="ranks of a CPU cell (default: the matrix file's)")
+    mx.add_argument("--retries", type=int, default=0, help="re-run hang and infra-error cells up to N times")
     b = sub.add_parser("build", help="build the images of the selected cells (cached by content hash)")
     _add_selection(b)
-    b.add_argument("--rebuild", action="store_true", help="build even when an image with the same content exists")
-    b.add_argument("--wheelhouse", type=Path, help="download wheels on the host into DIR and install them offline")
-    b.add_argument("--ca-bundle", type=Path, help="PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)")
-    b.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS, help="results folder")
-    b.add_argument("--run-id", help="name of the run folder (default: a new timestamped one)")
+    for p_ in (mx, b):
+        p_.add_argument("--rebuild", action="store_true", help="build even when an image with the same content exists")
+        p_.add_argument("--wheelhouse", type=Path, help="download wheels on the host into DIR and install them offline")
+        p_.add_argument("--ca-bundle", type=Path, help="PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)")
+        p_.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS, help="results folder")
+        p_.add_argument("--run-id", help="name of the run folder (default: a new timestamped one)")
     bi = sub.add_parser("base-image", help="make the local Debian base image with debootstrap (no registry)")
     bi.add_argument("--ref", default="harness-base:bookworm")
     bi.add_argument("--mirror", help="Debian mirror URL for debootstrap")
@@ -41,10 +47,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "list":
+    if args.command == "matrix" and args.list:
         return commands.list_cells(_selection(args), as_json=args.json)
+    options = images.BuildOptions.from_env(rebuild=args.rebuild, wheelhouse=args.wheelhouse, ca_bundle=args.ca_bundle) \
+        if args.command in ("matrix", "build") else None
+    if args.command == "matrix":
+        return commands.run_matrix(_selection(args), commands.MatrixOptions(
+            engine=args.engine, gpus=args.gpus, ranks=args.ranks, retries=args.retries, results=args.results,
+            run_id=args.run_id, build=options))
     if args.command == "build":
-        options = images.BuildOptions.from_env(rebuild=args.rebuild, wheelhouse=args.wheelhouse, ca_bundle=args.ca_bundle)
         return commands.build(_selection(args), options, args.results, args.run_id)
     if args.command == "base-image":
         return commands.base_image(args.ref, args.mirror)

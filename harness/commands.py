@@ -8,9 +8,14 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import baseimage, images, matrix, results
+import platform
+import time
+from collections import Counter
+
+from . import __version__, baseimage, images, matrix, results, runner
 from .engines.docker import DockerEngine
-from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
+from .engines.host import HostEngine
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError
 from .matrix import Cell, Matrix
 from .outcome import Outcome
 from .progress import Progress
@@ -124,3 +129,94 @@ def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None) ->
     made = baseimage.ensure(engine, ref, log, progress, mirror)
     progress.say(f"{ref}: {'made' if made else 'already present'}")
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    engine: str | None = None  # docker | host | None = docker when reachable, else host
+    gpus: str | None = None  # "all", "0,1", None = all GPUs for GPU cells
+    ranks: int | None = None  # CPU cells; default from the matrix file
+    retries: int = 0
+    results: Path = results.DEFAULT_RESULTS
+    run_id: str | None = None
+    build: images.BuildOptions = images.BuildOptions()
+    extra_args: tuple[str, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+
+def _engine(choice: str | None, progress: Progress):
+    if choice not in (None, "docker", "host"):
+        raise HarnessError(f"--engine {choice}: unknown engine. Fix: use --engine docker or --engine host.")
+    if choice == "host":
+        return HostEngine()
+    try:
+        return DockerEngine.connect()
+    except InfraError:
+        if choice == "docker":
+            raise
+    progress.say(
+        "No Docker engine reachable: running the host engine on the stack installed in this Python "
+        "(NCCL variants still apply). For the full matrix in containers: scripts/setup.sh, then run again."
+    )
+    return HostEngine()
+
+
+def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
+    """Build what is missing, run the selected cells one at a time, record each as it ends."""
+    progress = Progress()
+    gpus = runner.check_gpus(opts.gpus)
+    if opts.ranks is not None and opts.ranks < 1:
+        raise HarnessError(f"--ranks {opts.ranks}: must be at least 1. Fix: e.g. --ranks 2.")
+    m, cells = resolve(selection, progress)
+    engine = _engine(opts.engine, progress)
+    if isinstance(engine, HostEngine):
+        stack = runner.host_stack()
+        progress.say(f"Host stack: {stack.id} (python {stack.python})")
+        cells = [c for c in runner.host_cells(m, stack)
+                 if any(c.variant == s.variant and c.launcher == s.launcher for s in cells)]
+    runnable = [c for c in cells if c.na_reason is None]
+    if not runnable:
+        progress.say("Nothing to run: no runnable cell selected.")
+        return EXIT_NOTHING_SELECTED
+    if not gpus and any(not c.stack.is_cpu for c in runnable):
+        gpus = runner.check_gpus("all")
+    run_id = opts.run_id or results.new_run_id()
+    run = results.run_dir(opts.results, run_id)
+    results.write_json(run / "run.json", {
+        "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+        "engine": engine.name, "gpus": list(gpus), "harness_version": __version__,
+        "matrix": {"path": str(m.path), "sha256": m.sha256}, "cells": [c.id for c in cells],
+    })
+    tags: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    if isinstance(engine, DockerEngine):
+        stacks = list({c.stack.id: c.stack for c in runnable}.values())
+        built = images.build_all(stacks, engine, opts.build, run / "builds", progress)
+        tags = {k: v.tag for k, v in built.items() if v.ok}
+        for cell in runnable:
+            if not built[cell.stack.id].ok:
+                out = runner.CellResult(cell, Outcome("build-error", built[cell.stack.id].reason), ())
+                results.write_json(results.cell_dir(opts.results, run_id, cell.id) / "record.json", out.to_json())
+                counts["build-error"] += 1
+    todo = [c for c in runnable if isinstance(engine, HostEngine) or c.stack.id in tags]
+    ropts = runner.RunOptions(run_id, opts.results, gpus if any(not c.stack.is_cpu for c in todo) else (),
+                              opts.ranks or m.ranks, opts.retries, opts.extra_args, opts.extra_env)
+    progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine; results in {run}")
+    for n, cell in enumerate(todo, 1):
+        cell_opts = ropts if not cell.stack.is_cpu else runner.RunOptions(
+            run_id, opts.results, (), ropts.ranks, ropts.retries, ropts.extra_args, ropts.extra_env)
+        with progress.task(f"[{n}/{len(todo)}] {cell.id}") as task:
+            result = runner.run_cell(engine, cell, m, cell_opts, tags.get(cell.stack.id, ""),
+                                     on_event=lambda r, e: task.detail(f"rank {r} {e.get('event')} {e.get('phase', '')}")
+                                     if e.get("event") in ("phase_start", "error") else None)
+        counts[result.outcome.status] += 1
+        progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
+                     f"({result.outcome.seconds:.0f}s)")
+        if result.outcome.status == "interrupted":
+            progress.say(f"Interrupted: results so far are kept in {run}.")
+            return 130
+    progress.say("Summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; results in {run}")
+    if counts.get("infra-error"):
+        return EXIT_INFRA
+    bad = sum(counts[s] for s in ("fail", "hang", "wrong", "build-error", "slow"))
+    return EXIT_CELLS_FAILED if bad else EXIT_OK

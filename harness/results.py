@@ -52,3 +52,9 @@ def write_json(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def cell_dir(results: Path, run_id: str, cell_id: str) -> Path:
+    path = Path(results) / run_id / "cells" / cell_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -197,6 +197,10 @@ class Attempt:
     forensics: dict[str, Any] = field(default_factory=dict)
     leftovers: list[str] = field(default_factory=list)
     out_dir: str = ""
+    # seconds from the last progress event to the end of the attempt (hang verdicts: stall
+    # threshold + detection delay + forensics + kill); what bench/hang_latency.py measures.
+    verdict_after_progress: float = 0.0
+    nccl: dict[str, dict] = field(default_factory=dict)  # per rank: what its NCCL_DEBUG log says
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -282,7 +286,15 @@ def supervise(
     except InfraError as exc:
         record.ended_by, record.infra_reason = "infra", str(exc)
     record.seconds = time.monotonic() - started
+    record.verdict_after_progress = time.monotonic() - watch.last_progress()
     record.ranks = {str(r): s.summary() for r, s in sorted(watch.states.items())}
+    for path in sorted(out.glob("nccl-rank*.log")):
+        log = nccl_log.parse_file(path)
+        record.nccl[path.stem[len("nccl-rank"):]] = {
+            "version": log.version, "transports": log.transport_summary, "p2p_disabled": list(log.p2p_disabled),
+            "env": log.env_settings, "warnings": list(log.warnings)[:20], "errors": list(log.errors)[:20],
+            "init_complete": log.init_complete,
+        }
     lead = watch.states.get(0)
     if lead is not None:
         record.phases = lead.phase_ends

@@ -114,7 +114,7 @@ def test_cli_exits_2_without_traceback(write_matrix, front):
     argv = (
         [sys.executable, "-m", "invoke", "matrix", "--list", "--matrix", str(path)]
         if front == "invoke"
-        else [sys.executable, "-m", "harness", "list", "--matrix", str(path)]
+        else [sys.executable, "-m", "harness", "matrix", "--list", "--matrix", str(path)]
     )
     proc = _run(argv)
     assert proc.returncode == 2, proc.stderr

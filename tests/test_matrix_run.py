@@ -1,0 +1,140 @@
+"""`invoke matrix` end to end on real cells: records per cell, retries that keep every attempt, Ctrl-C
+that leaves nothing running, and a GPU cell on an engine without GPUs reported as infra-error."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import launch, matrix, outcome, runner, supervise
+from harness.engines.base import CellSpec
+from harness.engines.docker import LABEL_RUN
+from harness.engines.host import HostEngine
+
+from .conftest import REPO, WHEELHOUSE
+
+CPU_STACK = "stack=cpu-torch2.13.0-acc1.15.0"
+
+
+def _invoke(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", "matrix", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _records(run: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in (run / "cells").glob("*/record.json")}
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_invoke_matrix_runs_cpu_cells_in_containers(engine, cpu_image, tmp_path):
+    proc = _invoke("--matrix", "matrix-cpu.yaml", "--only", CPU_STACK, "--wheelhouse", str(WHEELHOUSE),
+                   "--results", str(tmp_path), "--run-id", "cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _records(tmp_path / "cpu")
+    assert set(records) == {"cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+default+torchrun",
+                            "cpu-torch2.13.0-acc1.15.0+p2p-off", "cpu-torch2.13.0-acc1.15.0+p2p-off+torchrun"}
+    for cell_id, record in records.items():
+        assert record["outcome"]["status"] == "pass", (cell_id, record["outcome"])
+        assert record["schema"] == 1
+        raw = record["attempts"][0]["raw"]
+        assert raw["engine"] == "docker" and raw["leftovers"] == []
+        assert raw["phases"]["bandwidth"]["rows"]
+    run = json.loads((tmp_path / "cpu" / "run.json").read_text())
+    assert run["engine"] == "docker" and len(run["cells"]) == 4
+    assert "Summary: 4 pass" in proc.stderr
+
+
+def test_invoke_matrix_on_the_host_engine(tmp_path):
+    pytest.importorskip("torch")
+    proc = _invoke("--engine", "host", "--matrix", "matrix-cpu.yaml", "--only", "variant=default",
+                   "--exclude", "launcher=torchrun", "--results", str(tmp_path), "--run-id", "host")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record,) = _records(tmp_path / "host").values()
+    assert record["outcome"]["status"] == "pass"
+    assert record["cell"]["base"] == "host"
+    assert "Host stack: cpu-torch" in proc.stderr
+
+
+def _host_cell(m: matrix.Matrix) -> matrix.Cell:
+    return next(c for c in runner.host_cells(m, runner.host_stack()) if c.launcher == "accelerate")
+
+
+def _fast(m: matrix.Matrix) -> matrix.Matrix:
+    t = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=120)
+    return matrix.Matrix(**{**m.__dict__, "timeouts": t})
+
+
+def test_retries_rerun_a_hang_and_keep_every_attempt(tmp_path):
+    pytest.importorskip("torch")
+    m = _fast(matrix.load(matrix.DEFAULT_CPU_MATRIX))
+    opts = runner.RunOptions("retry", tmp_path, (), 2, retries=2, extra_args=("--hold-at", "step"),
+                             extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+    seen: list[int] = []
+
+    def stop_first_attempt(rank: int, event: dict) -> None:
+        if event.get("event") == "phase_start" and event.get("phase") == "step" and rank == 1:
+            seen.append(event["pid"])
+            if len(seen) == 1:
+                os.kill(event["pid"], signal.SIGSTOP)
+            for attempt_dir in (tmp_path / "retry" / "cells").glob("*/attempt-*"):
+                (attempt_dir / "release").touch()
+
+    result = runner.run_cell(HostEngine(), _host_cell(m), m, opts, on_event=stop_first_attempt)
+    assert [a["outcome"]["status"] for a in result.attempts] == ["hang", "pass"]
+    assert result.outcome.status == "pass"
+    record = json.loads((tmp_path / "retry" / "cells" / result.cell.id / "record.json").read_text())
+    assert len(record["attempts"]) == 2 and record["attempts"][0]["outcome"]["phase"] == "step"
+
+
+def test_a_failure_is_not_retried(tmp_path):
+    pytest.importorskip("torch")
+    m = _fast(matrix.load(matrix.DEFAULT_CPU_MATRIX))
+    opts = runner.RunOptions("noretry", tmp_path, (), 2, retries=2, extra_args=("--fail-in", "check"),
+                             extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+    result = runner.run_cell(HostEngine(), _host_cell(m), m, opts)
+    assert result.outcome.status == "fail" and result.outcome.phase == "check"
+    assert len(result.attempts) == 1
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_ctrl_c_kills_the_running_container_and_keeps_the_results(engine, cpu_image, tmp_path):
+    argv = [sys.executable, "-m", "invoke", "matrix", "--matrix", "matrix-cpu.yaml", "--only", CPU_STACK,
+            "--wheelhouse", str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", "int"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not engine.leftovers(f"{LABEL_RUN}=int"):
+            assert proc.poll() is None and time.monotonic() < deadline, "no cell container appeared"
+            time.sleep(0.2)
+        time.sleep(2)  # inside a cell
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-2000:]
+    assert engine.leftovers(f"{LABEL_RUN}=int") == []
+    records = _records(tmp_path / "int")
+    assert [r["outcome"]["status"] for r in records.values()] == ["interrupted"]
+    assert "results so far are kept" in output
+
+
+@pytest.mark.engine
+def test_gpu_cell_on_an_engine_without_the_nvidia_runtime_is_infra_error(engine, cpu_image, tmp_path):
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    spec = CellSpec("nogpu", "gpu-cell", launch.launch(m.cells[0], m, ranks=1), tmp_path / "out", image=cpu_image,
+                    gpus=("0",))
+    record = supervise.supervise(engine, spec, m.timeouts)
+    result = outcome.classify(record.to_json())
+    assert result.status == "infra-error"
+    assert "cannot give containers GPUs" in result.reason and "NVIDIA Container Toolkit" in result.reason
+    assert engine.leftovers(f"{LABEL_RUN}=nogpu") == []

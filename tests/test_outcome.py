@@ -1,0 +1,116 @@
+"""Classification of an attempt's raw record: one row per outcome, plus real records from the H200."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.outcome import Outcome, classify, launcher_failures
+
+DATA = Path(__file__).parent / "data"
+
+
+def rank(phase="teardown", error=None, result="ok", wrong=0, busbw=10.0):
+    res = None if result is None else {"status": result, "wrong_total": wrong, "largest_busbw_gbs": busbw}
+    return {"phase": phase, "error": error, "result": res}
+
+
+def err(phase, cls, message, wall=1.0, type_="RuntimeError"):
+    return {"phase": phase, "error_class": cls, "message": message, "type": type_, "wall": wall}
+
+
+ELASTIC_TAIL = """
+Failures:
+[1]:
+  time      : 2026-11-29_15:26:22
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 7250)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 7250
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-29_15:26:22
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 7249)
+"""
+
+CASES = [
+    # (name, raw record, status, phase, error_class, words in reason)
+    ("pass", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2, "ranks": {"0": rank(), "1": rank(busbw=12.5)}},
+     "pass", None, None, ["busbw 12.50 GB/s"]),
+    ("pass one rank", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 1, "ranks": {"0": rank(busbw=0)}},
+     "pass", None, None, ["one rank"]),
+    ("wrong", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2, "ranks": {"0": rank(wrong=3), "1": rank(wrong=3)}},
+     "wrong", "check", None, ["3 wrong"]),
+    ("hang", {"ended_by": "stall", "ranks": {}, "stall": {"phase": "prepare", "threshold": 120, "since_progress": 121.2,
+              "ranks_behind": [1], "why_behind": {"1": "silent for 121s (stopped or frozen)"}}},
+     "hang", "prepare", None, ["no progress for 121s in prepare", "rank 1 silent"]),
+    ("hang at the cap", {"ended_by": "cap", "ranks": {}, "stall": {"phase": "bandwidth", "threshold": 1800, "since_progress": 3,
+                         "ranks_behind": [], "why_behind": {}}},
+     "hang", "bandwidth", None, ["hard cap of 1800s"]),
+    ("fail with an error", {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {
+        "0": rank("init", err("init", "nccl", "NCCL error: unhandled system error\nmore", wall=2.0), "error"),
+        "1": rank("init", err("init", "timeout", "timed out", wall=3.0), "error")}},
+     "fail", "init", "nccl", ["rank 0: RuntimeError: NCCL error: unhandled system error"]),
+    ("killed rank is the cause, not its peer's error", {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2,
+        "launcher_tail": ELASTIC_TAIL, "ranks": {
+            "0": rank("bandwidth", err("bandwidth", "other", "Connection reset by peer"), "error"),
+            "1": rank("bandwidth", None, None)}},
+     "fail", "bandwidth", "killed", ["rank 1 died in bandwidth (SIGKILL)"]),
+    ("silent death without launcher words", {"ended_by": "exited", "exit_code": 137, "expected_ranks": 2, "ranks": {
+        "0": rank("step", None, None), "1": rank("step", None, None)}},
+     "fail", "step", "killed", ["rank 0 died in step"]),
+    ("a rank never started", {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {},
+        "launcher_tail": "Traceback...\nModuleNotFoundError: No module named 'torch'\n"},
+     "fail", "startup", "import", ["0 of 2 ranks started", "No module named 'torch'"]),
+    ("launcher failed after every rank finished", {"ended_by": "exited", "exit_code": 3, "expected_ranks": 1,
+        "ranks": {"0": rank()}},
+     "fail", "teardown", "launcher", ["exited with 3"]),
+    ("infra", {"ended_by": "infra", "infra_reason": "this Docker engine cannot give containers GPUs"},
+     "infra-error", None, None, ["cannot give containers GPUs"]),
+    ("interrupted", {"ended_by": "interrupted", "ranks": {}}, "interrupted", None, None, ["Ctrl-C"]),
+]
+
+
+@pytest.mark.parametrize("name, raw, status, phase, error_class, words", CASES, ids=[c[0] for c in CASES])
+def test_classify(name, raw, status, phase, error_class, words):
+    result = classify(raw)
+    assert result.status == status
+    assert result.phase == phase
+    assert result.error_class == error_class
+    for word in words:
+        assert word in result.reason, result.reason
+
+
+def test_sigterm_from_the_launcher_is_not_the_cause():
+    tail = ELASTIC_TAIL.replace("-9 (pid: 7250)  (SIGKILL)", "-15 (pid: 7250)  (SIGTERM)")
+    raw = {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": tail, "ranks": {
+        "0": rank("init", err("init", "nccl", "ncclInternalError"), "error"), "1": rank("init", None, None)}}
+    result = classify(raw)
+    assert result.error_class == "nccl" and "rank 0" in result.reason
+
+
+def test_launcher_failures_parse():
+    assert launcher_failures(ELASTIC_TAIL) == [(1, -9, "SIGKILL"), (0, 1, None)]
+    assert launcher_failures("nothing here") == []
+
+
+def test_real_h200_record_reclassifies_to_pass():
+    record = json.loads((DATA / "h200-preload-record.json").read_text())
+    raw = record["attempts"][-1]["raw"]
+    assert classify(raw).status == "pass"
+    fingerprint = raw["phases"]["fingerprint"]["fingerprint"]
+    # LD_PRELOAD of the system NCCL: torch was built with 2.28.9, 2.28.3 is what ran
+    assert fingerprint["nccl_compiled"] == "2.28.9"
+    assert fingerprint["nccl_loaded"]["version"] == "2.28.3"
+    assert raw["nccl"]["0"]["version"] == "2.28.3"
+
+
+def test_unknown_status_is_refused():
+    with pytest.raises(ValueError):
+        Outcome("maybe")
