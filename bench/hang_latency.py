@@ -75,7 +75,7 @@ def main() -> int:
     ap.add_argument("--hangs", type=int, default=20)
     ap.add_argument("--healthy", type=int, default=10)
     ap.add_argument("--threshold", type=float, default=5.0, help="stall threshold of every phase, seconds")
-    ap.add_argument("--image", default="", help="docker engine: the image tag of the cell's stack")
+    ap.add_argument("--wheelhouse", type=Path, default=None, help="docker engine: build the cell's image from this wheelhouse")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -89,8 +89,17 @@ def main() -> int:
     engine = _engine(args.engine)
     if isinstance(engine, HostEngine):
         cell = runner.host_cells(m, runner.host_stack())[0]
+        image = ""
     else:
+        from harness import images
+        from harness.progress import Progress
+
         cell = next(c for c in m.runnable if c.launcher == "accelerate")
+        built = images.build_all([cell.stack], engine, images.BuildOptions(wheelhouse=args.wheelhouse),
+                                 Path(tempfile.mkdtemp(prefix="hang-bench-build-")), Progress())[cell.stack.id]
+        if not built.ok:
+            raise SystemExit(f"cannot build {cell.stack.id}: {built.reason}")
+        image = built.tag
     ranks = len(gpus) if gpus else m.ranks
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="hang-bench-"))
@@ -98,7 +107,7 @@ def main() -> int:
     rows, false_hangs = [], 0
     for i in range(args.hangs):
         phase, rank = rng.choice(PHASES), rng.randrange(ranks)
-        result, record = one(engine, m, cell, opts, args.image, work / f"hang-{i}", phase, rank)
+        result, record = one(engine, m, cell, opts, image, work / f"hang-{i}", phase, rank)
         latency = record.verdict_after_progress - t
         rows.append({"phase": phase, "rank": rank, "status": result.status, "hang_phase": result.phase,
                      "latency_s": round(latency, 3), "detect_s": round(record.stall["since_progress"] - t, 3)
@@ -106,7 +115,7 @@ def main() -> int:
         print(f"hang {i + 1}/{args.hangs}: stopped rank {rank} in {phase}: {result.status} in {result.phase}, "
               f"verdict {latency:.2f}s after the threshold", flush=True)
     for i in range(args.healthy):
-        result, _ = one(engine, m, cell, opts, args.image, work / f"ok-{i}", None, 0)
+        result, _ = one(engine, m, cell, opts, image, work / f"ok-{i}", None, 0)
         false_hangs += result.status == "hang"
         print(f"healthy {i + 1}/{args.healthy}: {result.status} ({result.reason})", flush=True)
 

@@ -199,16 +199,18 @@ def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
                 results.write_json(results.cell_dir(opts.results, run_id, cell.id) / "record.json", out.to_json())
                 counts["build-error"] += 1
     todo = [c for c in runnable if isinstance(engine, HostEngine) or c.stack.id in tags]
-    ropts = runner.RunOptions(run_id, opts.results, gpus if any(not c.stack.is_cpu for c in todo) else (),
-                              opts.ranks or m.ranks, opts.retries, opts.extra_args, opts.extra_env)
+    ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
+                              opts.extra_env)
     progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine; results in {run}")
     for n, cell in enumerate(todo, 1):
-        cell_opts = ropts if not cell.stack.is_cpu else runner.RunOptions(
-            run_id, opts.results, (), ropts.ranks, ropts.retries, ropts.extra_args, ropts.extra_env)
+        cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
+
+        def show(rank: int, event: dict) -> None:
+            if event.get("event") in ("phase_start", "error"):
+                task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
+
         with progress.task(f"[{n}/{len(todo)}] {cell.id}") as task:
-            result = runner.run_cell(engine, cell, m, cell_opts, tags.get(cell.stack.id, ""),
-                                     on_event=lambda r, e: task.detail(f"rank {r} {e.get('event')} {e.get('phase', '')}")
-                                     if e.get("event") in ("phase_start", "error") else None)
+            result = runner.run_cell(engine, cell, m, cell_opts, tags.get(cell.stack.id, ""), on_event=show)
         counts[result.outcome.status] += 1
         progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
                      f"({result.outcome.seconds:.0f}s)")

@@ -9,6 +9,7 @@ so this layer is the one that must never fail: it only reads files and kills fro
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ STARTUP = "startup"  # before any rank has said anything: container start, impor
 POLL_S = 0.2
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
+PY_SPY_WAIT_S = 10.0
 
 
 def phase_index(phase: str | None) -> int:
@@ -220,18 +222,35 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
     """Before the kill: every rank's threads (faulthandler via SIGUSR1), NCCL log tails, processes."""
     processes = running.process_list()
     pids = _pids(out)
+    started = time.monotonic()
     for pid in pids.values():
         try:
             running.signal(pid, "USR1")
         except Exception:  # noqa: BLE001 - forensics must never stop the kill
             pass
-    time.sleep(STACK_DUMP_WAIT_S)
+    native: dict[str, str] = {}
+
+    def py_spy(rank: int, pid: int) -> None:
+        try:
+            dump = running.native_dump(pid)
+        except Exception as exc:  # noqa: BLE001
+            dump = f"(py-spy failed: {exc})"
+        if dump:
+            native[str(rank)] = dump
+
+    threads = [threading.Thread(target=py_spy, args=item, daemon=True) for item in pids.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(0.0, PY_SPY_WAIT_S - (time.monotonic() - started)))
+    time.sleep(max(0.0, STACK_DUMP_WAIT_S - (time.monotonic() - started)))
     stacks, nccl = {}, {}
     for rank in range(ranks):
         text = nccl_log.tail_file(out / f"stacks-rank{rank}.txt", 200)
         stacks[str(rank)] = text or "(no dump: the rank did not answer SIGUSR1; stopped or gone)"
         nccl[str(rank)] = nccl_log.tail_file(out / f"nccl-rank{rank}.log", 40)
-    forensics = {"processes": processes, "pids": {str(k): v for k, v in pids.items()}, "stacks": stacks, "nccl_tail": nccl}
+    forensics = {"processes": processes, "pids": {str(k): v for k, v in pids.items()}, "stacks": stacks,
+                 "py_spy": native, "nccl_tail": nccl}
     (out / "forensics.json").write_text(json.dumps(forensics, indent=1))
     return forensics
 

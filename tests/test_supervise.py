@@ -107,6 +107,9 @@ def test_stopped_rank_is_a_hang_in_its_phase_naming_the_rank(setup, tmp_path, ph
     assert "Thread" in stacks["0"] or "File" in stacks["0"]
     assert "did not answer" in stacks["1"]
     assert record.forensics["processes"]
+    if isinstance(setup[0], HostEngine):
+        # py-spy (installed with the test extras) reads even the stopped rank
+        assert "Thread" in record.forensics["py_spy"]["1"], record.forensics["py_spy"]
 
 
 def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
@@ -115,6 +118,9 @@ def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
     assert result.error_class == "killed"
     assert result.phase == "bandwidth"
     assert "rank 1 died" in result.reason
+    # the event files show exactly how far each rank got
+    assert {r: s["phase"] for r, s in record.ranks.items()} == {"0": "bandwidth", "1": "bandwidth"}
+    assert record.ranks["1"]["phases_done"] == ["fingerprint", "init", "prepare", "step", "check"]
 
 
 def test_rank_that_never_joins_is_a_hang_in_init(setup, tmp_path):

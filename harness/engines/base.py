@@ -34,6 +34,9 @@ class Running(Protocol):
     def signal(self, pid: int, signame: str) -> None:
         """Send a signal (e.g. "USR1", "STOP") to a rank's pid as the rank sees it."""
 
+    def native_dump(self, pid: int) -> str:
+        """`py-spy dump` of a rank where py-spy is installed (it reads a stopped rank too), else ""."""
+
     def process_list(self) -> str:
         """The cell's processes with their state (R, S, T for stopped...), for forensics."""
 

@@ -240,6 +240,15 @@ class DockerRunning:
         # The pid is the rank's own (container namespace); dash's builtin kill needs no procps.
         self.container.exec_run(["sh", "-c", f"kill -{signame} {int(pid)}"])
 
+    def native_dump(self, pid: int) -> str:
+        try:
+            code, output = self.container.exec_run(["py-spy", "dump", "--nonblocking", "--pid", str(int(pid))])
+        except docker.errors.APIError:
+            return ""
+        if code in (126, 127) or b"executable file not found" in output:
+            return ""  # the image has no py-spy
+        return output.decode(errors="replace")
+
     def process_list(self) -> str:
         try:
             top = self.container.top(ps_args="-o pid,stat,etime,args")

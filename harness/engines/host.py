@@ -55,6 +55,12 @@ class HostRunning:
         if pid in {p for p, _, _ in tagged(self.token)}:
             os.kill(pid, getattr(signal, f"SIG{signame}"))
 
+    def native_dump(self, pid: int) -> str:
+        if proc.which("py-spy") is None or pid not in {p for p, _, _ in tagged(self.token)}:
+            return ""
+        result = proc.run(["py-spy", "dump", "--nonblocking", "--pid", str(pid)], timeout=20)
+        return result.output if result.returncode == 0 else f"(py-spy failed: {result.output.strip()[-300:]})"
+
     def process_list(self) -> str:
         return "\n".join(f"{pid:>8} {state} {cmd[:200]}" for pid, state, cmd in tagged(self.token))
 
