@@ -84,3 +84,28 @@ def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=Non
 def base_image(c, ref="harness-base:bookworm", mirror=None):
     """Make the local Debian base image with debootstrap + docker import (no registry needed)."""
     _exit(guarded(lambda: commands.base_image(ref, mirror)))
+
+
+@task(help={"run": "run id or folder (default: the latest)", "results": "results folder", "out": "write to a file"})
+def report(c, run=None, results=None, out=None):
+    """Render a run's compatibility report as markdown (default: the latest run)."""
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.report(run, res, Path(out) if out else None)))
+
+
+@task(help={"base": "the run before", "new": "the run after", "threshold": "busbw change that counts (default 0.1)",
+            "results": "results folder", "out": "also write the diff to a file"})
+def compare(c, base, new, threshold=0.10, results=None, out=None):
+    """Diff two runs by cell id; exit 1 when something regressed (the driver-upgrade check)."""
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.compare(base, new, res, float(threshold), Path(out) if out else None)))
+
+
+@task(help={"run": "run id or folder (default: the latest)", "to": "docs folder to publish into",
+            "results": "results folder"})
+def publish(c, run=None, to=None, results=None):
+    """Publish a run's report and bandwidth plot into a docs tree, with an index of hosts and runs."""
+    if not to:
+        raise Exit("error: publish needs --to DOCS_FOLDER (e.g. --to docs/compat).", code=2)
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.publish(run, Path(to), res)))

@@ -40,6 +40,20 @@ def parser() -> argparse.ArgumentParser:
         p_.add_argument("--ca-bundle", type=Path, help="PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)")
         p_.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS, help="results folder")
         p_.add_argument("--run-id", help="name of the run folder (default: a new timestamped one)")
+    rp = sub.add_parser("report", help="markdown report of a run (default: the latest)")
+    rp.add_argument("run", nargs="?", help="run id or folder")
+    rp.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
+    rp.add_argument("--out", type=Path, help="write to this file instead of stdout")
+    cp = sub.add_parser("compare", help="regression diff of two runs (exit 1 when something regressed)")
+    cp.add_argument("base")
+    cp.add_argument("new")
+    cp.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
+    cp.add_argument("--threshold", type=float, default=0.10, help="busbw change that counts (fraction, default 0.1)")
+    cp.add_argument("--out", type=Path)
+    pb = sub.add_parser("publish", help="write a run's report and plot into a docs tree, with an index")
+    pb.add_argument("run", nargs="?")
+    pb.add_argument("--to", type=Path, required=True)
+    pb.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
     bi = sub.add_parser("base-image", help="make the local Debian base image with debootstrap (no registry)")
     bi.add_argument("--ref", default="harness-base:bookworm")
     bi.add_argument("--mirror", help="Debian mirror URL for debootstrap")
@@ -57,6 +71,12 @@ def dispatch(args: argparse.Namespace) -> int:
             run_id=args.run_id, build=options))
     if args.command == "build":
         return commands.build(_selection(args), options, args.results, args.run_id)
+    if args.command == "report":
+        return commands.report(args.run, args.results, args.out)
+    if args.command == "compare":
+        return commands.compare(args.base, args.new, args.results, args.threshold, args.out)
+    if args.command == "publish":
+        return commands.publish(args.run, args.to, args.results)
     if args.command == "base-image":
         return commands.base_image(args.ref, args.mirror)
     raise AssertionError(args.command)

@@ -8,11 +8,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import platform
 import time
 from collections import Counter
 
-from . import __version__, baseimage, images, matrix, results, runner
+from . import __version__, baseimage, hostinfo, images, matrix, results, runner
 from .engines.docker import DockerEngine
 from .engines.host import HostEngine
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError
@@ -183,20 +182,27 @@ def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
     run_id = opts.run_id or results.new_run_id()
     run = results.run_dir(opts.results, run_id)
     results.write_json(run / "run.json", {
-        "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+        "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": hostinfo.facts(engine),
         "engine": engine.name, "gpus": list(gpus), "harness_version": __version__,
-        "matrix": {"path": str(m.path), "sha256": m.sha256}, "cells": [c.id for c in cells],
+        "matrix": {"path": str(m.path), "sha256": m.sha256, "timeouts": m.timeouts.model_dump(),
+                   "bandwidth_sizes": list(m.bandwidth_sizes)},
+        "cells": [c.id for c in cells],
     })
+    for cell in cells:
+        if cell.na_reason is not None:
+            runner.CellResult(cell, Outcome("n/a", cell.na_reason)).save(opts.results, run_id)
     tags: dict[str, str] = {}
+    image_ids: dict[str, str] = {}
     counts: Counter[str] = Counter()
     if isinstance(engine, DockerEngine):
         stacks = list({c.stack.id: c.stack for c in runnable}.values())
         built = images.build_all(stacks, engine, opts.build, run / "builds", progress)
         tags = {k: v.tag for k, v in built.items() if v.ok}
+        image_ids = {k: engine.client.images.get(tag).id for k, tag in tags.items()}
         for cell in runnable:
             if not built[cell.stack.id].ok:
-                out = runner.CellResult(cell, Outcome("build-error", built[cell.stack.id].reason), ())
-                results.write_json(results.cell_dir(opts.results, run_id, cell.id) / "record.json", out.to_json())
+                failed = Outcome("build-error", built[cell.stack.id].reason, detail={"log": built[cell.stack.id].log})
+                runner.CellResult(cell, failed).save(opts.results, run_id)
                 counts["build-error"] += 1
     todo = [c for c in runnable if isinstance(engine, HostEngine) or c.stack.id in tags]
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
@@ -210,7 +216,9 @@ def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
                 task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
 
         with progress.task(f"[{n}/{len(todo)}] {cell.id}") as task:
-            result = runner.run_cell(engine, cell, m, cell_opts, tags.get(cell.stack.id, ""), on_event=show)
+            tag = tags.get(cell.stack.id, "")
+            result = runner.run_cell(engine, cell, m, cell_opts, tag, on_event=show,
+                                     image_info={"tag": tag, "id": image_ids[cell.stack.id]} if tag else None)
         counts[result.outcome.status] += 1
         progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
                      f"({result.outcome.seconds:.0f}s)")
@@ -222,3 +230,44 @@ def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
         return EXIT_INFRA
     bad = sum(counts[s] for s in ("fail", "hang", "wrong", "build-error", "slow"))
     return EXIT_CELLS_FAILED if bad else EXIT_OK
+
+
+def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Path | None = None) -> int:
+    """Render a recorded run (default: the latest) as markdown, to stdout or a file."""
+    from . import report as report_mod
+
+    data = results.load_run(results.resolve_run(results_dir, run))
+    text = report_mod.render(data)
+    if out:
+        out.write_text(text)
+        Progress().say(f"report of {data.run_id} written to {out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, threshold: float = 0.10,
+            out: Path | None = None) -> int:
+    """Markdown diff of two runs; exit 1 when something regressed, 0 otherwise."""
+    from . import compare as compare_mod
+
+    if not 0 < threshold < 10:
+        raise HarnessError(f"--threshold {threshold}: expected a fraction like 0.1 (10%). Fix: e.g. --threshold 0.1.")
+    a = results.load_run(results.resolve_run(results_dir, base))
+    b = results.load_run(results.resolve_run(results_dir, new))
+    d = compare_mod.diff(a, b, threshold)
+    text = compare_mod.render(a, b, d, threshold)
+    if out:
+        out.write_text(text)
+    sys.stdout.write(text)
+    return EXIT_CELLS_FAILED if d.regressed else EXIT_OK
+
+
+def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESULTS) -> int:
+    """Write the report and its plot into a docs tree and refresh the index."""
+    from . import publish as publish_mod
+
+    data = results.load_run(results.resolve_run(results_dir, run))
+    page = publish_mod.publish(data, to)
+    Progress().say(f"published {data.run_id} to {page} (index: {to / publish_mod.INDEX})")
+    return EXIT_OK

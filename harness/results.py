@@ -8,6 +8,7 @@ import os
 import secrets
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,80 @@ def cell_dir(results: Path, run_id: str, cell_id: str) -> Path:
     path = Path(results) / run_id / "cells" / cell_id
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run as read back: its facts and its cell records, with what could not be read named."""
+
+    path: Path
+    run: dict[str, Any]
+    records: dict[str, dict[str, Any]]  # cell id -> record
+    problems: dict[str, str]  # cell id (or "run.json") -> what is wrong with it
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+
+def runs(results: Path) -> list[str]:
+    """Run ids under `results`, oldest first (ids start with their timestamp)."""
+    if not Path(results).is_dir():
+        return []
+    return sorted(p.name for p in Path(results).iterdir() if p.is_dir() and ((p / "run.json").exists() or (p / "cells").is_dir()))
+
+
+def resolve_run(results: Path, run: str | None) -> Path:
+    """A run id, a folder, or None for the latest; an unknown one lists those that exist."""
+    if run and Path(run).is_dir() and ((Path(run) / "run.json").exists() or (Path(run) / "cells").is_dir()):
+        return Path(run)
+    known = runs(results)
+    if run is None:
+        if not known:
+            raise HarnessError(f"{results}: no runs yet. Fix: run `invoke matrix` first, or pass --results DIR.")
+        return Path(results) / known[-1]
+    if run in known:
+        return Path(results) / run
+    listing = ", ".join(known[-10:]) if known else "none"
+    raise HarnessError(f"run `{run}` not found in {results} (runs there: {listing}). Fix: pass one of those ids or a run folder.")
+
+
+def upgrade(record: dict[str, Any], where: str) -> dict[str, Any]:
+    """Bring an older record to the current schema, or say why it cannot be read."""
+    schema = record.get("schema")
+    if not isinstance(schema, int):
+        raise ValueError(f"{where}: no schema version; not a harness record")
+    if schema > SCHEMA_VERSION:
+        raise ValueError(f"{where}: schema {schema} is newer than this harness reads ({SCHEMA_VERSION}); update the harness")
+    return record  # schema 1 is the first: nothing to migrate yet
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return upgrade(data, str(path))
+
+
+def load_run(path: Path) -> RunData:
+    """Read run.json and every cells/*/record.json; a missing or corrupt file becomes a problem, not a crash."""
+    problems: dict[str, str] = {}
+    try:
+        run = _read(path / "run.json")
+    except FileNotFoundError:
+        run, problems["run.json"] = {}, "missing"
+    except (ValueError, OSError) as exc:
+        run, problems["run.json"] = {}, f"unreadable ({exc})"
+    records: dict[str, dict[str, Any]] = {}
+    cells_dir = path / "cells"
+    expected = list(run.get("cells", [])) if isinstance(run.get("cells"), list) else []
+    present = sorted(p.name for p in cells_dir.iterdir() if p.is_dir()) if cells_dir.is_dir() else []
+    for cell_id in dict.fromkeys(present + [c for c in expected if isinstance(c, str)]):
+        record_path = cells_dir / cell_id / "record.json"
+        try:
+            records[cell_id] = _read(record_path)
+        except FileNotFoundError:
+            problems[cell_id] = "no record.json (the cell never finished, or the run was stopped first)"
+        except (ValueError, OSError) as exc:
+            problems[cell_id] = f"corrupt record.json ({str(exc)[:200]})"
+    return RunData(path, run, records, problems)

@@ -4,6 +4,7 @@ comparable), with retries of hangs and infra errors, and record each cell as soo
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 from dataclasses import dataclass
@@ -79,11 +80,15 @@ def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str
 class CellResult:
     cell: Cell
     outcome: Outcome
-    attempts: tuple[dict, ...]
+    attempts: tuple[dict, ...] = ()
+    image: dict | None = None  # tag and id of the image it ran in (docker engine)
 
     def to_json(self) -> dict:
         return {"cell": self.cell.fields(), "env": self.cell.variant.env_dict, "outcome": self.outcome.to_json(),
-                "attempts": list(self.attempts)}
+                "image": self.image, "attempts": list(self.attempts)}
+
+    def save(self, results_dir: Path, run_id: str) -> None:
+        results.write_json(results.cell_dir(results_dir, run_id, self.cell.id) / "record.json", self.to_json())
 
 
 def run_cell(
@@ -93,12 +98,15 @@ def run_cell(
     opts: RunOptions,
     image: str = "",
     on_event: Callable[[int, dict], None] = lambda r, e: None,
+    image_info: dict | None = None,
 ) -> CellResult:
     """Run one cell, retrying hangs and infra errors up to opts.retries times; every attempt is kept."""
     cell_dir = results.cell_dir(opts.results, opts.run_id, cell.id)
     attempts: list[dict] = []
     for attempt in range(1, opts.retries + 2):
         out = cell_dir / f"attempt-{attempt}"
+        if out.exists():  # a rerun into the same run replaces the attempt; stale events would mislead
+            shutil.rmtree(out)
         spec = spec_for(cell, m, engine, opts, image, attempt, out)
         raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event).to_json()
         result = outcome.classify(raw)
@@ -106,8 +114,8 @@ def run_cell(
                          "command": list(spec.launch.argv)})
         if result.status not in outcome.RETRYABLE or result.status == "interrupted":
             break
-    cell_result = CellResult(cell, result, tuple(attempts))
-    results.write_json(cell_dir / "record.json", cell_result.to_json())
+    cell_result = CellResult(cell, result, tuple(attempts), image_info)
+    cell_result.save(opts.results, opts.run_id)
     return cell_result
 
 

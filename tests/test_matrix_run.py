@@ -50,6 +50,14 @@ def test_invoke_matrix_runs_cpu_cells_in_containers(engine, cpu_image, tmp_path)
     run = json.loads((tmp_path / "cpu" / "run.json").read_text())
     assert run["engine"] == "docker" and len(run["cells"]) == 4
     assert "Summary: 4 pass" in proc.stderr
+    # the report renders from these real container results
+    rep = subprocess.run([sys.executable, "-m", "invoke", "report", "--run", "cpu", "--results", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    rows = [l for l in rep.stdout.splitlines() if l.startswith("| cpu | gloo (CPU) | 2.13.0 | 1.15.0 |")]
+    assert len(rows) == 2  # accelerate and torchrun
+    assert all(r.count("✅ pass") == 2 for r in rows)
+    assert "Engine | docker" in rep.stdout
 
 
 def test_invoke_matrix_on_the_host_engine(tmp_path):

@@ -1,0 +1,69 @@
+"""Facts about the host a run happened on, so that runs months apart and on other machines can be
+compared and a regression traced to the driver or the engine."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+from . import __version__, proc
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(argv: list[str], timeout: float = 20) -> str | None:
+    if proc.which(argv[0]) is None:
+        return None
+    try:
+        result = proc.run(argv, timeout=timeout)
+    except Exception:  # noqa: BLE001 - a missing fact is recorded as missing, never fatal
+        return None
+    return result.output.strip() if result.returncode == 0 else None
+
+
+def os_name() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.platform()
+
+
+def driver_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    for word in text.split():
+        if word.count(".") >= 1 and word.replace(".", "").isdigit():
+            return word
+    return None
+
+
+def facts(engine: Any = None) -> dict[str, Any]:
+    """Everything run.json says about the host; each fact None where it cannot be read."""
+    gpus = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "os": os_name(),
+        "kernel": platform.release(),
+        "driver": driver_version(),
+        "gpus": gpus.splitlines() if gpus else [],
+        "topo": _run(["nvidia-smi", "topo", "-m"]),
+        "topo_p2p_read": _run(["nvidia-smi", "topo", "-p2p", "r"]),
+        "harness_version": __version__,
+        "git_commit": _run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"]),
+    }
+    if engine is not None and getattr(engine, "name", "") == "docker":
+        try:
+            version, details = engine.client.version(), engine.client.info()
+            info["engine"] = {"name": "docker", "version": version.get("Version"),
+                              "api": version.get("ApiVersion"), "runtimes": sorted(details.get("Runtimes", {}))}
+        except Exception:  # noqa: BLE001
+            info["engine"] = {"name": "docker"}
+    elif engine is not None:
+        info["engine"] = {"name": engine.name}
+    return info

@@ -1,0 +1,351 @@
+"""Known-issue hints: every hint fires on a record that shows its signature and stays quiet on a near
+miss; real and partial records give no hint and no exception; a malformed data file is refused with
+the hint id and the key in the message."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import hints
+from harness.hints import Hint, facts, load, match
+
+DATA = Path(__file__).parent / "data"
+GiB = 1 << 30
+MiB = 1 << 20
+RTX = "NVIDIA GeForce RTX 4090"
+
+
+def make_record(
+    *,
+    status: str = "pass",
+    phase: str | None = None,
+    error_class: str | None = None,
+    reason: str = "",
+    launcher: str = "accelerate",
+    gpus: tuple[str, ...] = ("NVIDIA H200",),
+    driver: str | None = "580.159.04",
+    torch: str = "2.11.0+cu130",
+    accelerate: str = "1.15.0",
+    nccl_loaded: str = "2.28.9",
+    shm: int | None = 128 * GiB,
+    memlock: Any = "unlimited",
+    variant_env: dict | None = None,
+    rank_env: dict | None = None,
+    changed: dict | None = None,
+    peer_access: list | None = None,
+    error: str | None = None,
+    launcher_tail: str = "",
+    nccl_warnings: tuple[str, ...] = (),
+) -> dict:
+    """A cell record shaped like results/<run>/cells/<cell>/record.json, with only what hints read."""
+    outcome = {"status": status, "reason": reason, "seconds": 1.0, "phase": phase,
+               "error_class": error_class, "detail": {}}
+    fingerprint = {
+        "torch": torch, "accelerate": accelerate, "nccl_compiled": "2.28.9",
+        "nccl_loaded": {"version": nccl_loaded, "path": "/x/libnccl.so.2"},
+        "driver": None if driver is None else {"version": driver, "source": "/proc/driver/nvidia/version"},
+        "gpus": [{"index": i, "name": n, "capability": "8.9", "total_memory": 24 * GiB} for i, n in enumerate(gpus)],
+        "device_count": len(gpus),
+        "peer_access": peer_access or [],
+        "shm": None if shm is None else {"bytes": shm, "free_bytes": shm},
+        "memlock": {"soft": memlock, "hard": memlock},
+        "env": rank_env or {},
+        "nccl_env_changed": changed or {},
+        "launcher": launcher,
+    }
+    rank_error = None if error is None else {"phase": phase, "error_class": error_class,
+                                             "type": "DistBackendError", "message": error}
+    raw = {
+        "ranks": {"0": {"phase": phase or "teardown", "error": rank_error, "result": None}},
+        "phases": {"fingerprint": {"phase": "fingerprint", "fingerprint": fingerprint}},
+        "nccl": {"0": {"version": nccl_loaded, "transports": {}, "p2p_disabled": [], "env": {},
+                       "warnings": list(nccl_warnings), "errors": [], "init_complete": True}},
+        "launcher_tail": launcher_tail,
+        "forensics": {},
+    }
+    return {
+        "schema": 1,
+        "cell": {"cuda": "12.4.1", "torch": torch.split("+")[0], "accelerate": accelerate, "nccl": "bundled",
+                 "nccl_via": "bundled", "variant": "default", "launcher": launcher, "id": "test-cell"},
+        "env": variant_env or {},
+        "outcome": outcome,
+        "attempts": [{"attempt": 1, "outcome": outcome, "command": [], "raw": raw}],
+    }
+
+
+def ids(record: Any) -> list[str]:
+    return [h.id for h in match(record)]
+
+
+def rtx_hang(**kw: Any) -> dict:
+    base = dict(status="hang", phase="prepare", gpus=(RTX, RTX), driver="545.29.06",
+                reason="no progress for 120s in prepare")
+    return make_record(**(base | kw))
+
+
+def shm_fail(**kw: Any) -> dict:
+    base = dict(status="fail", phase="init", error_class="shm", shm=64 * MiB,
+                error="NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)")
+    return make_record(**(base | kw))
+
+
+def numa_fail(**kw: Any) -> dict:
+    base = dict(status="fail", phase="init", error_class="nccl", nccl_loaded="2.25.1",
+                nccl_warnings=("misc/cudawrap.cc:197 NCCL WARN Cuda failure 'operation not permitted' cuMemCreate",),
+                error="ncclUnhandledCudaError: Call to CUDA function failed.")
+    return make_record(**(base | kw))
+
+
+def accel_changed(**kw: Any) -> dict:
+    base = dict(launcher="accelerate", gpus=(RTX, RTX),
+                changed={"NCCL_P2P_DISABLE": {"expected": None, "actual": "1"},
+                         "NCCL_IB_DISABLE": {"expected": None, "actual": "1"}})
+    return make_record(**(base | kw))
+
+
+def memlock_fail(**kw: Any) -> dict:
+    base = dict(status="fail", phase="init", error_class="oom", memlock=64 * 1024,
+                error="NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory")
+    return make_record(**(base | kw))
+
+
+PEERS_BROKEN = [{"src": 0, "dst": 1, "claimed": True, "verified": "timeout"}]
+
+# (hint id, record that shows the signature, near misses that must not trigger it)
+CASES = [
+    ("rtx40-p2p-hang", rtx_hang(), {
+        "pass": rtx_hang(status="pass", phase=None),
+        "driver at the bound": rtx_hang(driver="550.40.07"),
+        "driver above": rtx_hang(driver="560.35.03"),
+        "one GPU": rtx_hang(gpus=(RTX,)),
+        "p2p-off variant": rtx_hang(variant_env={"NCCL_P2P_DISABLE": "1"}),
+        "hang in bandwidth": rtx_hang(phase="bandwidth"),
+        "no driver known": rtx_hang(driver=None),
+        "not RTX 40": rtx_hang(gpus=("NVIDIA GeForce RTX 3090",) * 2),
+    }),
+    ("shm-too-small", shm_fail(), {
+        "large shm": shm_fail(shm=GiB),
+        "other failure": shm_fail(error_class="cuda", error="CUDA error: an illegal memory access"),
+        "shm unknown": shm_fail(shm=None),
+    }),
+    ("nccl-cumem-host-numa", numa_fail(), {
+        "NCCL 2.26.5": numa_fail(nccl_loaded="2.26.5"),
+        "NCCL 2.23.4": numa_fail(nccl_loaded="2.23.4"),
+        "no NUMA text": numa_fail(nccl_warnings=("NCCL WARN NET/Socket : no interface found",)),
+    }),
+    ("torch-device-id-hang", make_record(status="hang", phase="init", torch="2.7.0+cu126"), {
+        "torch 2.7.1": make_record(status="hang", phase="init", torch="2.7.1+cu126"),
+        "torch 2.5.1": make_record(status="hang", phase="init", torch="2.5.1"),
+        "hang in prepare": make_record(status="hang", phase="prepare", torch="2.6.0"),
+        "pass": make_record(status="pass", torch="2.6.0"),
+    }),
+    ("accelerate-launcher-changed-env", accel_changed(), {
+        "torchrun": accel_changed(launcher="torchrun"),
+        "nothing changed": accel_changed(changed={}),
+        "other variable": accel_changed(changed={"NCCL_DEBUG": {"expected": None, "actual": "INFO"}}),
+    }),
+    ("two-ranks-one-gpu", make_record(status="fail", phase="init", error_class="nccl",
+                                      error="ncclInvalidUsage: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000"), {
+        "pass": make_record(status="pass"),
+        "other NCCL error": make_record(status="fail", phase="init", error_class="nccl",
+                                        error="ncclSystemError: socket connect failed"),
+    }),
+    ("memlock-too-low", memlock_fail(), {
+        "unlimited": memlock_fail(memlock="unlimited"),
+        "64 MiB": memlock_fail(memlock=64 * MiB),
+        "unrelated failure": memlock_fail(error="RuntimeError: init all-reduce gave 1.0, expected 2"),
+    }),
+    ("p2p-claimed-not-verified", make_record(gpus=(RTX, RTX), peer_access=PEERS_BROKEN), {
+        "verified": make_record(gpus=(RTX, RTX), peer_access=[{"src": 0, "dst": 1, "claimed": True, "verified": True}]),
+        "not claimed": make_record(gpus=(RTX, RTX), peer_access=[{"src": 0, "dst": 1, "claimed": False, "verified": None}]),
+        "not checked": make_record(gpus=(RTX, RTX), peer_access=[{"src": 1, "dst": 0, "claimed": True, "verified": None}]),
+    }),
+]
+
+
+@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
+def test_each_hint_fires_on_its_signature(hint_id, record):
+    assert hint_id in ids(record)
+
+
+@pytest.mark.parametrize("hint_id,why,record",
+                         [(c[0], why, rec) for c in CASES for why, rec in c[2].items()],
+                         ids=[f"{c[0]}-{why}" for c in CASES for why in c[2]])
+def test_near_miss_does_not_fire(hint_id, why, record):
+    assert hint_id not in ids(record), why
+
+
+def test_every_hint_in_the_data_file_is_tested():
+    assert [r.hint.id for r in load()] == [c[0] for c in CASES]
+
+
+def test_hints_come_in_file_order_and_serialise():
+    # a broken 4090 pair hanging in prepare on an old driver under accelerate: three hints at once
+    record = rtx_hang(launcher="accelerate", peer_access=PEERS_BROKEN,
+                      changed={"NCCL_IB_DISABLE": {"expected": None, "actual": "1"}})
+    assert ids(record) == ["rtx40-p2p-hang", "accelerate-launcher-changed-env", "p2p-claimed-not-verified"]
+    first = match(record)[0]
+    assert isinstance(first, Hint)
+    assert first.to_json() == {"id": first.id, "title": first.title, "explanation": first.explanation,
+                               "link": first.link}
+    json.dumps([h.to_json() for h in match(record)])
+
+
+def test_launcher_setting_p2p_disable_hides_the_p2p_hang_hint():
+    """Accelerate disabled P2P, so a hang is not the P2P hang: only the launcher hint applies."""
+    record = accel_changed(status="hang", phase="prepare", driver="545.29.06", launcher="accelerate",
+                           rank_env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"})
+    assert ids(record) == ["accelerate-launcher-changed-env"]
+
+
+def test_versions_ignore_the_local_part():
+    f = facts(make_record(torch="2.7.0+cu126", nccl_loaded="2.26.4+cuda12.8"))
+    assert str(f.versions["torch"]) == "2.7.0"
+    assert str(f.versions["nccl_loaded"]) == "2.26.4"
+
+
+def test_loaded_nccl_falls_back_to_the_nccl_log_then_the_cell():
+    record = numa_fail()
+    del record["attempts"][0]["raw"]["phases"]["fingerprint"]["fingerprint"]["nccl_loaded"]
+    assert str(facts(record).versions["nccl_loaded"]) == "2.25.1"  # from the NCCL log
+    record["attempts"][0]["raw"]["nccl"] = {}
+    record["cell"]["nccl"] = "2.24.3"
+    assert str(facts(record).versions["nccl_loaded"]) == "2.24.3"  # what the cell asked for
+    record["cell"]["nccl"] = "bundled"
+    assert facts(record).versions["nccl_loaded"] is None
+    assert "nccl-cumem-host-numa" not in ids(record)
+
+
+def test_text_is_searched_in_launcher_tail_and_forensics():
+    tail = make_record(status="fail", phase="startup", launcher_tail="RuntimeError: CUDA error: invalid device ordinal")
+    assert "two-ranks-one-gpu" in ids(tail)
+    hung = make_record(status="hang", phase="init")
+    hung["attempts"][0]["raw"]["forensics"] = {"nccl_tail": {"1": "init.cc:497 NCCL WARN Duplicate GPU detected"}}
+    assert "two-ranks-one-gpu" in ids(hung)
+
+
+def test_the_real_h200_record_matches_nothing():
+    record = json.loads((DATA / "h200-preload-record.json").read_text())
+    assert match(record) == []
+
+
+def _build_error() -> dict:
+    return {"schema": 1, "cell": {"cuda": "12.4.1", "torch": "2.6.0", "accelerate": "1.2.1", "nccl": "2.25.1",
+                                  "launcher": "accelerate", "id": "x"},
+            "env": {}, "outcome": {"status": "build-error", "reason": "pip failed: No space left on device"}}
+
+
+@pytest.mark.parametrize("record", [
+    {}, None, [], "record", {"attempts": []}, {"attempts": None}, {"attempts": [None]}, {"attempts": [{"raw": None}]},
+    _build_error(),
+    {"outcome": "hang", "cell": [], "env": "NCCL_P2P_DISABLE=1", "attempts": [{"raw": {"phases": {"fingerprint": []}}}]},
+    {"attempts": [{"raw": {"ranks": {"0": None, "1": {"error": "boom"}}, "nccl": {"0": {"warnings": "x", "env": []}},
+                           "forensics": {"nccl_tail": []}, "launcher_tail": None,
+                           "phases": {"fingerprint": {"fingerprint": {
+                               "gpus": {"error": "NVMLError"}, "driver": "550", "shm": {"error": "x"},
+                               "memlock": {"soft": "lots"}, "peer_access": {"error": "x"}, "device_count": "2",
+                               "nccl_env_changed": {"NCCL_P2P_DISABLE": "1"}, "torch": None, "nccl_loaded": 22803}}}}}]},
+], ids=["empty", "none", "list", "str", "no-attempts", "attempts-none", "attempt-none", "raw-none",
+        "build-error", "wrong-types", "garbage-fingerprint"])
+def test_partial_records_match_nothing_and_never_raise(record):
+    assert match(record) == []
+
+
+def test_a_partial_record_still_gets_what_it_shows():
+    """No fingerprint (hung before it was written), but the error text and outcome are there."""
+    record = make_record(status="fail", phase="init", error="Duplicate GPU detected : rank 1 and rank 0")
+    del record["attempts"][0]["raw"]["phases"]
+    assert ids(record) == ["two-ranks-one-gpu"]
+
+
+# ---------------------------------------------------------------- the data file itself
+def test_packaged_file_links_are_public_https_pages():
+    allowed = ("https://github.com/NVIDIA/nccl/", "https://github.com/huggingface/accelerate/",
+               "https://github.com/pytorch/pytorch/", "https://docs.nvidia.com/deeplearning/nccl/")
+    rules = load()
+    assert len(rules) >= 8
+    for rule in rules:
+        assert rule.hint.link.startswith(allowed), rule.hint.link
+        assert rule.hint.explanation.count(". ") <= 2, rule.hint.id  # one or two sentences (plus a clause)
+
+
+GOOD = {"id": "demo", "title": "Demo", "explanation": "What happened. The fix.",
+        "link": "https://github.com/NVIDIA/nccl/issues/418", "when": {"status": ["hang"]}}
+
+
+def write(tmp_path: Path, *entries: dict, raw: str | None = None) -> Path:
+    import yaml
+
+    path = tmp_path / "hints.yaml"
+    path.write_text(raw if raw is not None else yaml.safe_dump({"hints": list(entries)}))
+    return path
+
+
+def with_(**changes: Any) -> dict:
+    entry = copy.deepcopy(GOOD)
+    for key, value in changes.items():
+        if value is None:
+            entry.pop(key)
+        else:
+            entry[key] = value
+    return entry
+
+
+def test_a_good_file_loads_and_matches(tmp_path):
+    rules = load(write(tmp_path, GOOD))
+    assert [h.id for h in match(make_record(status="hang", phase="init"), rules)] == ["demo"]
+    assert match(make_record(status="pass"), rules) == []
+
+
+@pytest.mark.parametrize("entry,words", [
+    (with_(when={"status": ["hang"], "gpu_names": "RTX"}), ["demo", "gpu_names"]),
+    (with_(when={"any": [{"stauts": ["hang"]}]}), ["demo", "stauts"]),
+    (with_(explanation=None), ["demo", "explanation"]),
+    (with_(explanation="  "), ["demo", "explanation"]),
+    (with_(title=None), ["demo", "title"]),
+    (with_(link="http://example.com"), ["demo", "link"]),
+    (with_(when=None), ["demo", "when"]),
+    (with_(when={}), ["demo", "when"]),
+    (with_(severity="high"), ["demo", "severity"]),
+    (with_(when={"status": ["hung"]}), ["demo", "status", "hung"]),
+    (with_(when={"status": "hang"}), ["demo", "status"]),
+    (with_(when={"error_class": ["network"]}), ["demo", "error_class"]),
+    (with_(when={"phase": ["prepair"]}), ["demo", "phase"]),
+    (with_(when={"torch": {"min": 2.10}}), ["demo", "torch", "quoted"]),
+    (with_(when={"torch": {"from": "2.6"}}), ["demo", "torch"]),
+    (with_(when={"torch": {"min": "2.7", "max": "2.6"}}), ["demo", "torch"]),
+    (with_(when={"nccl_loaded": {"max": "two"}}), ["demo", "nccl_loaded"]),
+    (with_(when={"driver_below": 550}), ["demo", "driver_below", "quoted"]),
+    (with_(when={"shm_below": "512M"}), ["demo", "shm_below"]),
+    (with_(when={"gpu_count_min": True}), ["demo", "gpu_count_min"]),
+    (with_(when={"text": "("}), ["demo", "text"]),
+    (with_(when={"peer_unverified": "yes"}), ["demo", "peer_unverified"]),
+    (with_(when={"any": []}), ["demo", "any"]),
+    (with_(id="Demo Hint"), ["id"]),
+])
+def test_malformed_data_file_names_hint_and_key(tmp_path, entry, words):
+    with pytest.raises(ValueError) as info:
+        load(write(tmp_path, entry))
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_duplicate_ids_and_bad_shapes_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="demo.*twice"):
+        load(write(tmp_path, GOOD, GOOD))
+    with pytest.raises(ValueError, match="hints"):
+        load(write(tmp_path, raw="- id: demo\n"))
+    with pytest.raises(ValueError, match="YAML"):
+        load(write(tmp_path, raw="hints: [\n"))
+    with pytest.raises(ValueError, match="#1"):
+        load(write(tmp_path, raw="hints: [just-a-string]\n"))
+
+
+def test_default_rules_are_the_packaged_file():
+    assert hints.DATA_FILE.name == "hints.yaml" and hints.DATA_FILE.exists()
+    assert [r.hint for r in load()] == [r.hint for r in hints._default_rules()]

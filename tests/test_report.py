@@ -1,0 +1,190 @@
+"""Report, compare and publish on results of real CPU cells (host engine, gloo): the table checked
+cell by cell through a markdown parser, a planted regression caught, bad input named."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from harness import commands, compare, matrix, report, results, runner
+from harness.engines.host import HostEngine
+from harness.errors import HarnessError
+
+from .conftest import REPO
+
+
+CELLS = ["cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+p2p-off"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """Run A: two real cells that pass. Run B: the same cells, one hung for real by a stopped rank,
+    the other with its bandwidth lowered by 20% (planted). Run C: a byte-for-byte copy of A."""
+    root = tmp_path_factory.mktemp("results")
+    code = commands.run_matrix(
+        commands.Selection(matrix.DEFAULT_CPU_MATRIX, only=("launcher=accelerate",)),
+        commands.MatrixOptions(engine="host", results=root, run_id="A"),
+    )
+    assert code == 0
+    shutil.copytree(root / "A", root / "B")
+    shutil.copytree(root / "A", root / "C")
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(init=4, prepare=4, step=4, check=4, bandwidth=4)})
+    cell = next(c for c in runner.host_cells(m, runner.host_stack()) if c.id == CELLS[0])
+    opts = runner.RunOptions("B", root, (), 2, extra_args=("--hold-at", "step"), extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+
+    def stop_rank_1(rank: int, event: dict) -> None:
+        if rank == 1 and event.get("event") == "phase_start" and event.get("phase") == "step":
+            os.kill(event["pid"], signal.SIGSTOP)
+            for d in (root / "B" / "cells" / CELLS[0]).glob("attempt-*"):
+                (d / "release").touch()
+
+    assert runner.run_cell(HostEngine(), cell, m, opts, on_event=stop_rank_1).outcome.status == "hang"
+    planted = root / "B" / "cells" / CELLS[1] / "record.json"
+    record = json.loads(planted.read_text())
+    for row in record["attempts"][-1]["raw"]["phases"]["bandwidth"]["rows"]:
+        row["busbw_gbs"] *= 0.8
+        row["algbw_gbs"] *= 0.8
+    planted.write_text(json.dumps(record))
+    return root
+
+
+def _table(text: str) -> list[list[str]]:
+    """The compatibility table as parsed by markdown-it (GFM tables): rows of cell texts."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    rows, row, in_table, tables = [], None, False, 0
+    for tok in tokens:
+        if tok.type == "table_open":
+            tables += 1
+            in_table = tables == 2  # the first table is the host header
+        elif tok.type == "table_close":
+            in_table = False
+        elif in_table and tok.type == "tr_open":
+            row = []
+        elif in_table and tok.type == "tr_close":
+            rows.append(row)
+        elif in_table and tok.type == "inline":
+            row.append(tok.content)
+    return rows
+
+
+def test_report_table_cell_by_cell(runs):
+    text = report.render(results.load_run(runs / "A"))
+    rows = _table(text)
+    assert rows[0] == ["CUDA", "NCCL", "torch", "Accelerate", "launcher", "default", "p2p-off", "recommendation"]
+    assert len(rows) == 2 and all(len(r) == len(rows[0]) for r in rows)
+    cuda, nccl, torch, acc, launcher, default, p2p_off, recommendation = rows[1]
+    assert (cuda, nccl, torch, acc, launcher) == ("cpu", "gloo (CPU)", "2.13.0", "1.15.0", "accelerate")
+    for cell in (default, p2p_off):
+        assert cell.startswith("✅ pass ") and cell.endswith(" GB/s")
+    assert recommendation.split(" (")[0] in ("default", "p2p-off")
+    assert "at 16 MiB" in text
+    assert "Rerun: `invoke matrix --matrix" in text and "--only 'cpu-torch2.13.0-acc1.15.0+p2p-off'" in text
+    assert "| 16 MiB |" in text  # per-cell bandwidth table
+
+
+def test_report_shows_the_hang_with_its_phase_and_note(runs):
+    text = report.render(results.load_run(runs / "B"))
+    header, row = _table(text)
+    default = row[header.index("default")]
+    assert default == "⏳ hang in step (note 1)"
+    assert "1. hang in step: no progress for" in text and "rank 1 silent" in text
+    assert row[-1].startswith("p2p-off (")  # the only passing variant is the recommendation
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_missing_or_corrupt_record_is_named_and_the_rest_renders(runs, tmp_path, damage):
+    broken = tmp_path / "broken"
+    shutil.copytree(runs / "A", broken)
+    if damage == "corrupt":
+        (broken / "cells" / CELLS[0] / "record.json").write_text("{not json")
+    else:
+        (broken / "cells" / CELLS[0] / "record.json").unlink()
+    data = results.load_run(broken)
+    assert list(data.problems) == [CELLS[0]]
+    text = report.render(data)
+    header, row = _table(text)
+    assert row[header.index("default")] == "❓ missing (note 1)"
+    assert row[header.index("p2p-off")].startswith("✅ pass ")
+    assert ("corrupt record.json" if damage == "corrupt" else "no record.json") in text
+
+
+def test_unknown_run_lists_the_runs(runs):
+    with pytest.raises(HarnessError) as err:
+        results.resolve_run(runs, "nope")
+    assert "A, B, C" in str(err.value) and err.value.code == 2
+
+
+def test_newer_schema_gets_a_clear_message(runs, tmp_path):
+    future = tmp_path / "future"
+    shutil.copytree(runs / "A", future)
+    path = future / "cells" / CELLS[0] / "record.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema": 99}))
+    assert "schema 99 is newer" in results.load_run(future).problems[CELLS[0]]
+
+
+def _invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_compare_catches_the_planted_regressions_and_exits_1(runs):
+    d = compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B"))
+    assert len(d.regressions) == 2
+    assert any(CELLS[0] in r and "pass → hang" in r for r in d.regressions)
+    assert any(CELLS[1] in r and "(-20%)" in r for r in d.regressions)
+    proc = _invoke("compare", "A", "B", "--results", str(runs))
+    assert proc.returncode == 1, proc.stderr
+    assert "**Regressed.**" in proc.stdout
+
+
+def test_compare_of_equal_runs_exits_0(runs):
+    proc = _invoke("compare", "A", "C", "--results", str(runs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Nothing regressed." in proc.stdout and "2 cell(s) unchanged" in proc.stdout
+
+
+def test_compare_threshold_and_bad_input(runs):
+    assert compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B"), threshold=0.25).regressions == [
+        r for r in compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B")).regressions if "hang" in r]
+    proc = _invoke("compare", "A", "nope", "--results", str(runs))
+    assert proc.returncode == 2 and "run `nope` not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_publish_writes_report_plot_and_index(runs, tmp_path):
+    docs = tmp_path / "docs" / "compat"
+    for run in ("A", "B"):
+        proc = _invoke("publish", "--run", run, "--to", str(docs), "--results", str(runs))
+        assert proc.returncode == 0, proc.stderr
+    host = next(p for p in docs.iterdir() if p.is_dir())
+    page = (host / "A.md").read_text()
+    assert "![busbw by message size](A-busbw.png)" in page
+    png = (host / "A-busbw.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    index = (docs / "index.md").read_text()
+    assert f"## {host.name}" in index
+    a_line = next(l for l in index.splitlines() if l.startswith(f"- [A]({host.name}/A.md)"))
+    b_line = next(l for l in index.splitlines() if l.startswith(f"- [B]({host.name}/B.md)"))
+    assert a_line.endswith(": 2 pass") and b_line.endswith(": 1 hang, 1 pass")
+    assert index.index("- [B]") < index.index("- [A]")  # newest first
+
+
+def test_matching_known_issue_is_explained_with_its_link(runs, tmp_path):
+    from .test_hints import make_record
+
+    hung = make_record(status="hang", phase="prepare", reason="no progress for 121s in prepare",
+                       gpus=("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"), driver="535.104.05")
+    hung["cell"] = {"cuda": "12.4.1", "torch": "2.5.1", "accelerate": "0.24.1", "variant": "default",
+                    "launcher": "accelerate", "stack": "cu12.4.1-torch2.5.1-acc0.24.1", "id": "cu12.4.1-torch2.5.1-acc0.24.1+default"}
+    data = results.RunData(tmp_path, {"host": {"hostname": "rtx-box"}}, {hung["cell"]["id"]: hung}, {})
+    text = report.render(data)
+    assert "## Known issues that match" in text
+    assert "RTX 40" in text and "https://github.com/huggingface/accelerate/pull/2558" in text
+    assert "`cu12.4.1-torch2.5.1-acc0.24.1+default`" in text
