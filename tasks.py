@@ -42,31 +42,43 @@ def _build_options(rebuild, wheelhouse, ca_bundle) -> images.BuildOptions:
 
 
 @task(
-    iterable=["only", "exclude"],
+    iterable=["only", "exclude", "timeout"],
     help={
         **SELECT_HELP,
         **BUILD_HELP,
         "list": "print the expanded cells (n/a ones with their reason) and stop",
-        "json": "with --list: JSON",
+        "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
         "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
         "engine": "docker or host (default: docker when reachable, else host)",
         "ranks": "ranks of a CPU cell (default: the matrix file's)",
         "retries": "re-run hang and infra-error cells up to N times",
+        "resume": "continue a run (--run-id, default the latest): skip cells already recorded",
+        "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
+        "jobs": "images built in parallel (cells always run one at a time)",
+        "dry_run": "print what would be built and each cell's docker run line; run nothing",
     },
 )
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
-           retries=0, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None):
-    """Build what is missing, run the selected cells under supervision, record the outcomes."""
+           retries=0, resume=False, timeout=None, jobs=1, dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
+           results=None, run_id=None):
+    """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
         _exit(guarded(lambda: commands.list_cells(selection, as_json=json)))
         return
     options = commands.MatrixOptions(
-        engine=engine, gpus=gpus, ranks=int(ranks) if ranks else None, retries=int(retries),
+        engine=engine, gpus=gpus, ranks=int(ranks) if ranks else None, retries=int(retries), resume=resume,
+        timeouts=tuple(timeout or ()), jobs=int(jobs), dry_run=dry_run, as_json=json,
         results=Path(results) if results else commands.results.DEFAULT_RESULTS, run_id=run_id,
         build=_build_options(rebuild, wheelhouse, ca_bundle),
     )
     _exit(guarded(lambda: commands.run_matrix(selection, options)))
+
+
+@task(name="list", iterable=["only", "exclude"], help={**SELECT_HELP, "json": "machine-readable"})
+def list_(c, matrix=None, only=None, exclude=None, json=False):
+    """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""
+    _exit(guarded(lambda: commands.list_cells(_selection(matrix, only, exclude), as_json=json)))
 
 
 @task(
@@ -109,3 +121,15 @@ def publish(c, run=None, to=None, results=None):
         raise Exit("error: publish needs --to DOCS_FOLDER (e.g. --to docs/compat).", code=2)
     res = Path(results) if results else commands.results.DEFAULT_RESULTS
     _exit(guarded(lambda: commands.publish(run, Path(to), res)))
+
+
+@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default) or host"})
+def doctor(c, gpus=None, engine=None):
+    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
+    _exit(guarded(lambda: commands.doctor(gpus, engine)))
+
+
+@task(help={"images": "also remove the harness's images (not the base image)"})
+def clean(c, images=False):
+    """Remove every container the harness left (and, with --images, its images)."""
+    _exit(guarded(lambda: commands.clean(images)))

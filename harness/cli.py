@@ -32,6 +32,18 @@ def parser() -> argparse.ArgumentParser:
     mx.add_argument("--engine", choices=("docker", "host"), help="default: docker when reachable, else host")
     mx.add_argument("--ranks", type=int, help="ranks of a CPU cell (default: the matrix file's)")
     mx.add_argument("--retries", type=int, default=0, help="re-run hang and infra-error cells up to N times")
+    mx.add_argument("--resume", action="store_true", help="continue a run (--run-id, default the latest)")
+    mx.add_argument("--timeout", action="append", default=[], help="PHASE=SECONDS stall threshold override; repeatable")
+    mx.add_argument("--jobs", type=int, default=1, help="images built in parallel")
+    mx.add_argument("--dry-run", action="store_true", help="print what would be built and run; run nothing")
+    ls = sub.add_parser("list", help="print the expanded cells, n/a ones with their reason")
+    _add_selection(ls)
+    ls.add_argument("--json", action="store_true")
+    dr = sub.add_parser("doctor", help="check the engine, NVIDIA runtime, GPUs, disk, /dev/shm and memlock")
+    dr.add_argument("--gpus")
+    dr.add_argument("--engine", choices=("docker", "host"))
+    cl = sub.add_parser("clean", help="remove the harness's containers (and, with --images, its images)")
+    cl.add_argument("--images", action="store_true")
     b = sub.add_parser("build", help="build the images of the selected cells (cached by content hash)")
     _add_selection(b)
     for p_ in (mx, b):
@@ -61,14 +73,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "matrix" and args.list:
+    if args.command == "list" or (args.command == "matrix" and args.list):
         return commands.list_cells(_selection(args), as_json=args.json)
+    if args.command == "doctor":
+        return commands.doctor(args.gpus, args.engine)
+    if args.command == "clean":
+        return commands.clean(args.images)
     options = images.BuildOptions.from_env(rebuild=args.rebuild, wheelhouse=args.wheelhouse, ca_bundle=args.ca_bundle) \
         if args.command in ("matrix", "build") else None
     if args.command == "matrix":
         return commands.run_matrix(_selection(args), commands.MatrixOptions(
             engine=args.engine, gpus=args.gpus, ranks=args.ranks, retries=args.retries, results=args.results,
-            run_id=args.run_id, build=options))
+            run_id=args.run_id, resume=args.resume, timeouts=tuple(args.timeout), jobs=args.jobs, dry_run=args.dry_run,
+            as_json=args.json, build=options))
     if args.command == "build":
         return commands.build(_selection(args), options, args.results, args.run_id)
     if args.command == "report":

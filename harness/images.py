@@ -10,6 +10,8 @@ import shlex
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -189,12 +191,17 @@ def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
 
 
 def build_all(
-    stacks: list[Stack], engine: DockerEngine, options: BuildOptions, log_dir: Path, progress: Progress
+    stacks: list[Stack], engine: DockerEngine, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1
 ) -> dict[str, BuildResult]:
-    """Build every stack's image, one at a time; a failure is recorded and the rest go on."""
-    results: dict[str, BuildResult] = {}
+    """Build every stack's image (`jobs` at a time); a failure is recorded and the rest go on."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    for n, stack in enumerate(stacks, 1):
+    for base in dict.fromkeys(s.base for s in stacks if baseimage.is_local(s.base)):
+        try:
+            baseimage.ensure(engine, base, log_dir / f"base-{_repo_safe(base)}.log", progress)
+        except HarnessError as exc:  # the builds that need it will fail and say why
+            progress.say(f"base image {base}: {exc}")
+
+    def one(n: int, stack: Stack) -> BuildResult:
         log = log_dir / f"{stack.id}.log"
         started = time.monotonic()
         tag = ""
@@ -202,30 +209,26 @@ def build_all(
             context = prepare(stack, options, log)
             tag = context.tag
             if not options.rebuild and engine.image_exists(tag):
-                results[stack.id] = BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
                 progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})")
-                continue
-            if baseimage.is_local(stack.base):
-                baseimage.ensure(engine, stack.base, log_dir / f"base-{_repo_safe(stack.base)}.log", progress)
-            with progress.task(f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"):
+                return BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
+            title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
+            with (progress.task(title) if jobs == 1 else nullcontext(progress.say(title))):
                 with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
                     materialize(context, Path(tmp))
-                    engine.build(
-                        Path(tmp),
-                        tag,
-                        labels={f"{LABEL}.content-hash": context.digest},
-                        buildargs=dict(options.proxy),
-                        log=log,
-                        on_line=progress.detail,
-                    )
+                    engine.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
+                                 buildargs=dict(options.proxy), log=log,
+                                 on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
         except (BuildFailed, HarnessError) as exc:
             if isinstance(exc, HarnessError) and exc.code not in (2, 4):
                 raise
             result = BuildResult(stack.id, tag, "build-error", str(exc), time.monotonic() - started, str(log))
-        results[stack.id] = result
-        progress.say(
-            f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
-            + (f" - {result.reason}" if result.reason else "")
-        )
-    return results
+        progress.say(f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
+                     + (f" - {result.reason}" if result.reason else ""))
+        return result
+
+    if jobs <= 1:
+        return {stack.id: one(n, stack) for n, stack in enumerate(stacks, 1)}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {stack.id: pool.submit(one, n, stack) for n, stack in enumerate(stacks, 1)}
+        return {k: f.result() for k, f in futures.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 import textwrap
 from pathlib import Path
 
@@ -32,10 +33,12 @@ def tiny_images(tmp_path, monkeypatch, base_image):
     """An images/ folder with three tiny templates (no pip: seconds to build) and a matrix using them."""
     fake = tmp_path / "images"
     shutil.copytree(matrix.IMAGES_DIR, fake)
-    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", "a"))
-    (fake / "tiny-b.Dockerfile.j2").write_text(TINY.replace("MARKER", "b"))
+    # a fresh token per test: images of earlier sessions must not turn the first build into a cache hit
+    token = uuid.uuid4().hex[:8]
+    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", f"a {token}"))
+    (fake / "tiny-b.Dockerfile.j2").write_text(TINY.replace("MARKER", f"b {token}"))
     (fake / "tiny-broken.Dockerfile.j2").write_text(
-        TINY.replace("MARKER", "x") + 'RUN echo "ERROR: this stack cannot be built" >&2 && false\n'
+        TINY.replace("MARKER", f"x {token}") + 'RUN echo "ERROR: this stack cannot be built" >&2 && false\n'
     )
     monkeypatch.setattr(matrix, "IMAGES_DIR", fake)
     path = tmp_path / "tiny.yaml"
@@ -51,7 +54,7 @@ def tiny_images(tmp_path, monkeypatch, base_image):
             """
         )
     )
-    return fake, path
+    return fake, path, token
 
 
 def _build(selection: commands.Selection, results: Path, run_id: str, **opts) -> tuple[int, dict]:
@@ -65,7 +68,7 @@ def _statuses(record: dict) -> dict[str, str]:
 
 
 def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_images(engine, tiny_images, tmp_path):
-    fake, path = tiny_images
+    fake, path, token = tiny_images
     sel = commands.Selection(path)
     results = tmp_path / "results"
     code, first = _build(sel, results, "one", rebuild=True)
@@ -79,13 +82,13 @@ def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_im
     # no build step ran: nothing was logged for the second run
     assert not list((results / "two" / "builds").glob("*.log"))
 
-    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", "a, changed"))
+    (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", f"a, changed {token}"))
     code, third = _build(sel, results, "three")
     assert _statuses(third) == {"cpu-torch2.13.0-acc1.15.0": "built", "cpu-torch2.13.0-acc0.34.2": "cached"}
     new_a = engine.client.images.get(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"])
     assert new_a.id != ids["cpu-torch2.13.0-acc1.15.0"]
     out = engine.run_once(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"], ["cat", "/marker"])
-    assert out.output.strip() == "a, changed"
+    assert out.output.strip() == f"a, changed {token}"
     labels = new_a.labels
     assert labels[f"{LABEL}.stack"] == "cpu-torch2.13.0-acc1.15.0"
     assert labels[f"{LABEL}.accelerate"] == "1.15.0"
@@ -93,7 +96,7 @@ def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_im
 
 
 def test_a_failed_build_is_build_error_for_its_cells_and_the_rest_goes_on(engine, tiny_images, tmp_path):
-    fake, path = tiny_images
+    fake, path, _ = tiny_images
     path.write_text(path.read_text().replace("template: tiny-a", "template: tiny-broken"))
     code, record = _build(commands.Selection(path), tmp_path / "results", "run", rebuild=True)
     assert code == 1

@@ -144,6 +144,16 @@ class DockerEngine:
         finally:
             self.remove_container(name)
 
+    def remove_for_sure(self, name: str) -> None:
+        """Remove a container even while the user keeps pressing Ctrl-C: a second Ctrl-C stops the
+        harness at once, but never before its container is gone."""
+        while True:
+            try:
+                self.remove_container(name)
+                return
+            except KeyboardInterrupt:
+                continue
+
     def remove_container(self, name: str) -> None:
         try:
             self.client.api.remove_container(name, force=True, v=True)
@@ -208,7 +218,7 @@ class DockerEngine:
         try:
             yield DockerRunning(self, container)
         finally:
-            self.remove_container(name)
+            self.remove_for_sure(name)
 
     def leftovers(self, label_filter: str = LABEL) -> list[str]:
         """Names of containers (running or not) that carry the harness label."""
@@ -270,6 +280,20 @@ class DockerRunning:
 
     def leftovers(self) -> list[str]:
         return self.engine.leftovers(f"{LABEL_CELL}={self.container.labels.get(LABEL_CELL, '')}")
+
+
+def cli_equivalent(image: str, launch, out: Path, gpus: tuple[str, ...] = ()) -> str:
+    """The `docker run` line equivalent to start() (minus name and labels), for people to paste."""
+    import shlex
+
+    argv = ["docker", "run", "--rm"]
+    argv += ["--ipc=host", "--cap-add", "SYS_NICE", "-w", "/opt/harness", "-v", f"{out}:/out"]
+    if gpus:
+        # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
+        argv += ["--gpus", f'"device={",".join(gpus)}"', "--ulimit", "memlock=-1:-1"]
+    for key, value in [*launch.env, ("HF_HOME", "/tmp/hf"), ("PYTHONUNBUFFERED", "1")]:
+        argv += ["-e", f"{key}={value}"]
+    return shlex.join(argv + [image, *launch.argv])
 
 
 def _short(exc: Exception) -> str:

@@ -117,4 +117,9 @@ class HostEngine:
         try:
             yield running
         finally:
-            running.kill()
+            while True:  # a second Ctrl-C stops the harness at once, but never before the ranks are dead
+                try:
+                    running.kill()
+                    break
+                except KeyboardInterrupt:
+                    continue

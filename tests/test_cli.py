@@ -1,0 +1,148 @@
+"""The real `invoke` tasks as users type them: --dry-run, --json, interrupt then --resume, and every
+bad flag answered with exit 2, a message naming the flag and the fix, and no traceback."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import launch, matrix
+from harness.engines.docker import cli_equivalent
+
+from .conftest import REPO, WHEELHOUSE
+
+
+def _invoke(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--gpus", "7"], ["--gpus 7", "does not exist"]),
+        (["--gpus", "0,0"], ["--gpus 0,0", "distinct"]),
+        (["--only", "bogus=1"], ["--only 'bogus=1'", "not a cell key"]),
+        (["--matrix", "nope.yaml"], ["nope.yaml: no such matrix file"]),
+        (["--results", "/proc/version/x"], ["--results /proc/version/x", "cannot write"]),
+        (["--timeout", "prepare=soon"], ["--timeout prepare=soon", "PHASE=SECONDS"]),
+        (["--timeout", "lunch=5"], ["--timeout lunch=5"]),
+        (["--ranks", "0"], ["--ranks 0"]),
+        (["--engine", "podman"], ["--engine podman"]),
+        (["--ca-bundle", "/nonexistent.pem"], ["--ca-bundle /nonexistent.pem"]),
+        (["--resume", "--results", "/tmp/harness-no-runs-here"], ["--resume", "no earlier run"]),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(args, words):
+    proc = _invoke("matrix", "--engine", "host", *args) if "--engine" not in args else _invoke("matrix", *args)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in proc.stderr
+    assert "Fix:" in proc.stderr
+
+
+def test_nothing_selected_exits_3():
+    proc = _invoke("matrix", "--engine", "host", "--only", "variant=no-such")
+    assert proc.returncode == 3
+
+
+def test_invoke_list_shows_every_task_with_help():
+    proc = _invoke("--list")
+    for name in ("matrix", "list", "build", "report", "compare", "publish", "doctor", "clean", "base-image"):
+        assert f"  {name} " in proc.stdout
+
+
+def test_docker_line_for_gpus_keeps_the_inner_quotes():
+    m = matrix.load(matrix.DEFAULT_GPU_MATRIX)
+    cell = next(c for c in m.runnable if c.variant.name == "p2p-off")
+    line = cli_equivalent("img:tag", launch.launch(cell, m, ranks=2), Path("/r/out"), ("0", "1"))
+    argv = shlex.split(line)
+    assert argv[argv.index("--gpus") + 1] == '"device=0,1"'
+    assert "memlock=-1:-1" in argv and "NCCL_P2P_DISABLE=1" in argv and "--ipc=host" in argv
+    assert argv[argv.index("img:tag") + 1:][:4] == ["python", "-m", "accelerate.commands.launch", "--multi_gpu"]
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_dry_run_prints_pasteable_docker_lines_and_runs_nothing(engine, cpu_image, tmp_path):
+    proc = _invoke("matrix", "--dry-run", "--matrix", "matrix-cpu.yaml", "--only", "stack=cpu-torch2.13.0-acc1.15.0",
+                   "--wheelhouse", str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", "dry")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"# cached: {cpu_image} from images/cpu.Dockerfile.j2" in lines
+    runs = [l for l in lines if l.startswith("docker run ")]
+    assert len(runs) == 4
+    p2p = next(l for l in runs if "NCCL_P2P_DISABLE=1" in l and "torch.distributed.run" in l)
+    assert cpu_image in p2p and "--ipc=host" in p2p
+    assert not (tmp_path / "dry").exists() and engine.leftovers() == []
+    # pasted as printed, the line runs the cell
+    argv = shlex.split(next(l for l in runs if "accelerate.commands.launch" in l and "P2P" not in l))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = Path(argv[argv.index("-v") + 1].split(":")[0])
+    events = [json.loads(l) for l in (out / "events-rank1.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "result" and events[-1]["status"] == "ok"
+
+
+def test_json_summary_and_report_file(tmp_path):
+    pytest.importorskip("torch")
+    proc = _invoke("matrix", "--engine", "host", "--only", "variant=default", "--exclude", "launcher=torchrun",
+                   "--json", "--results", str(tmp_path), "--run-id", "j", "--timeout", "cell=600")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["run_id"] == "j" and summary["counts"] == {"pass": 1}
+    assert summary["cells"][0]["status"] == "pass"
+    assert Path(summary["report"]).read_text().startswith("# NCCL / Accelerate compatibility")
+    assert json.loads((tmp_path / "j" / "run.json").read_text())["matrix"]["timeouts"]["cell"] == 600
+
+
+def _stray(path: Path) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(path).encode() in (entry / "cmdline").read_bytes():
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+def test_interrupted_run_keeps_its_results_and_resumes(tmp_path):
+    pytest.importorskip("torch")
+    argv = [sys.executable, "-m", "invoke", "matrix", "--engine", "host", "--results", str(tmp_path), "--run-id", "r"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cells = tmp_path / "r" / "cells"
+    try:
+        deadline = time.monotonic() + 240
+        while not (list(cells.glob("*/record.json")) and len(list(cells.glob("*/attempt-1"))) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not get to its second cell"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-2000:]
+    assert "--resume --run-id r" in output
+    assert _stray(tmp_path) == []
+    statuses = {p.parent.name: json.loads(p.read_text())["outcome"]["status"] for p in cells.glob("*/record.json")}
+    assert sorted(statuses.values()) == ["interrupted", "pass"]
+    first = next(k for k, v in statuses.items() if v == "pass")
+    kept = (cells / first / "record.json").stat().st_mtime
+    assert (tmp_path / "r" / "report.md").exists()
+
+    resumed = _invoke("matrix", "--engine", "host", "--results", str(tmp_path), "--run-id", "r", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "1 cell(s) already recorded are skipped" in resumed.stderr
+    statuses = {p.parent.name: json.loads(p.read_text())["outcome"]["status"] for p in cells.glob("*/record.json")}
+    assert len(statuses) == 4 and set(statuses.values()) == {"pass"}
+    assert (cells / first / "record.json").stat().st_mtime == kept
