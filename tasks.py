@@ -83,13 +83,14 @@ def list_(c, matrix=None, only=None, exclude=None, json=False):
 
 @task(
     iterable=["only", "exclude"],
-    help={**SELECT_HELP, **BUILD_HELP},
+    help={**SELECT_HELP, **BUILD_HELP, "jobs": "images built in parallel"},
 )
-def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None):
+def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None,
+          jobs=1):
     """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
     res = Path(results) if results else commands.results.DEFAULT_RESULTS
     options = _build_options(rebuild, wheelhouse, ca_bundle)
-    _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), options, res, run_id)))
+    _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), options, res, run_id, int(jobs))))
 
 
 @task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL"})

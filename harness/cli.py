@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--images", action="store_true")
     b = sub.add_parser("build", help="build the images of the selected cells (cached by content hash)")
     _add_selection(b)
+    b.add_argument("--jobs", type=int, default=1, help="images built in parallel")
     for p_ in (mx, b):
         p_.add_argument("--rebuild", action="store_true", help="build even when an image with the same content exists")
         p_.add_argument("--wheelhouse", type=Path, help="download wheels on the host into DIR and install them offline")
@@ -87,7 +88,7 @@ def dispatch(args: argparse.Namespace) -> int:
             run_id=args.run_id, resume=args.resume, timeouts=tuple(args.timeout), jobs=args.jobs, dry_run=args.dry_run,
             as_json=args.json, build=options))
     if args.command == "build":
-        return commands.build(_selection(args), options, args.results, args.run_id)
+        return commands.build(_selection(args), options, args.results, args.run_id, args.jobs)
     if args.command == "report":
         return commands.report(args.run, args.results, args.out)
     if args.command == "compare":

@@ -84,11 +84,14 @@ def build(
     options: images.BuildOptions,
     results_dir: Path = results.DEFAULT_RESULTS,
     run_id: str | None = None,
+    jobs: int = 1,
 ) -> int:
     """Build the images of the selected cells; cells of an image that fails become build-error."""
     progress = Progress()
     m, cells = resolve(selection, progress)
     runnable = [c for c in cells if c.na_reason is None]
+    if jobs < 1:
+        raise HarnessError(f"--jobs {jobs}: must be at least 1. Fix: e.g. --jobs 2.")
     if not runnable:
         progress.say(f"{m.path.name}: nothing to build (no runnable cell selected).")
         return EXIT_NOTHING_SELECTED
@@ -100,7 +103,7 @@ def build(
     engine = DockerEngine.connect()
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
     progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
-    built = images.build_all(stacks, engine, options, run / "builds", progress)
+    built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
     outcomes = {
         c.id: Outcome("build-error", built[c.stack.id].reason).to_json()
         for c in runnable
