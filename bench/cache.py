@@ -22,7 +22,7 @@ SLOPE_TARGET = 1.25
 
 def variants_matrix(path: Path, n: int) -> None:
     names = [f"v{i}" for i in range(1, n + 1)]
-    defines = "\n".join(f"    {v}: {{env: {{NCCL_DEBUG_SUBSYS: INIT}}, description: same cell, another name}}" for v in names)
+    defines = "\n".join(f"    {v}: {{env: {{NCCL_DEBUG_SUBSYS: INIT}}, description: \"same cell, another name\"}}" for v in names)
     path.write_text(
         "version: 1\nstacks:\n  matrix:\n    cuda: [\"cpu\"]\n    torch: [\"2.13.0\"]\n    accelerate: [\"1.15.0\"]\n"
         f"variants: [{', '.join(names)}]\nlaunchers: [accelerate]\ndefine:\n  variants:\n{defines}\n"

@@ -4,6 +4,7 @@ its content, and build it through the engine only when no image has that name ye
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -82,8 +83,12 @@ def _repo_safe(text: str) -> str:
     return re.sub(r"[^a-z0-9._-]", "_", text.lower())
 
 
+HASH_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nccl-harness" / "file-hashes.json"
+BIG_FILE = 1 << 20  # files above this (wheels) keep their hash across runs, keyed by size and mtime
+
+
 @lru_cache(maxsize=None)
-def _file_sha(path: Path, size: int, mtime: float) -> str:
+def _file_sha(path: Path, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -91,9 +96,32 @@ def _file_sha(path: Path, size: int, mtime: float) -> str:
     return digest.hexdigest()
 
 
+def _load_hash_cache() -> dict[str, list]:
+    try:
+        return json.loads(HASH_CACHE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def file_sha(path: Path) -> str:
+    """sha256 of a file; a 200 MB torch wheel is hashed once per (size, mtime), not once per command."""
     st = path.stat()
-    return _file_sha(path, st.st_size, st.st_mtime)
+    if st.st_size < BIG_FILE:
+        return _file_sha(path, st.st_size, st.st_mtime_ns)
+    key, cache = str(path.resolve()), _load_hash_cache()
+    hit = cache.get(key)
+    if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+        return hit[2]
+    sha = _file_sha(path, st.st_size, st.st_mtime_ns)
+    cache[key] = [st.st_size, st.st_mtime_ns, sha]
+    try:
+        HASH_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        tmp = HASH_CACHE.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache))
+        os.replace(tmp, HASH_CACHE)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return sha
 
 
 def requirements(stack: Stack) -> list[str]:

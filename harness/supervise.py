@@ -22,7 +22,7 @@ from .matrix import Timeouts
 
 PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
 STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
-POLL_S = 0.2
+POLL_S = 0.1
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
@@ -300,7 +300,8 @@ def supervise(
             except KeyboardInterrupt:
                 record.ended_by = "interrupted"
             record.launcher_tail = running.output_tail()
-            running.kill()
+            if record.ended_by != "exited":
+                running.kill()
         record.leftovers = running.leftovers()
     except InfraError as exc:
         record.ended_by, record.infra_reason = "infra", str(exc)

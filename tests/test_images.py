@@ -129,3 +129,14 @@ def test_wheelhouse_lock_is_reused_without_pip(tmp_path):
     got = wheelhouse.collect(tmp_path, reqs, "3.11", "", tmp_path / "log")
     assert got == [tmp_path / "a-1.0-py3-none-any.whl"]
     assert not (tmp_path / "log").exists()  # pip never ran
+
+
+def test_big_file_hashes_are_kept_across_commands_and_redone_when_the_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "HASH_CACHE", tmp_path / "cache" / "hashes.json")
+    wheel = tmp_path / "big.whl"
+    wheel.write_bytes(b"a" * (images.BIG_FILE + 1))
+    first = images.file_sha(wheel)
+    cached = json.loads(images.HASH_CACHE.read_text())[str(wheel.resolve())]
+    assert cached[2] == first
+    wheel.write_bytes(b"b" * (images.BIG_FILE + 1))
+    assert images.file_sha(wheel) != first
