@@ -27,7 +27,7 @@ SELECT_HELP = {
 
 
 BUILD_HELP = {
-    "rebuild": "build even when an image with the same content hash exists",
+    "rebuild": "build again from scratch (no layer cache) even when an image with the same content hash exists",
     "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
     "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
     "results": "results folder (default: results/)",

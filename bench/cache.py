@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import CPU_STACK, REPO, invoke, median, timed, verdict
+from common import REPO, invoke, median, timed, verdict
 
 DECIDE_TARGET_S = 0.5
 SLOPE_TARGET = 1.25

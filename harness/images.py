@@ -13,7 +13,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -244,7 +244,7 @@ def build_all(
                 with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
                     materialize(context, Path(tmp))
                     engine.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
-                                 buildargs=dict(options.proxy), log=log,
+                                 buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
                                  on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
         except (BuildFailed, HarnessError) as exc:

@@ -79,6 +79,8 @@ class Bandwidth(_Strict):
     sizes: list[int | str] = ["8K", "64K", "1M", "16M", "256M", "1G"]
     iters: int = Field(20, ge=1)
     warmup: int = Field(5, ge=0)
+    # a passing cell whose busbw at the largest size is below this (GB/s) is `slow`
+    min_busbw: float | None = Field(None, gt=0)
 
 
 class VariantDef(_Strict):
@@ -182,6 +184,7 @@ class Matrix:
     bandwidth_sizes: tuple[int, ...] = ()
     bandwidth_iters: int = 20
     bandwidth_warmup: int = 5
+    min_busbw: float | None = None
     ranks: int = 2
 
     @property
@@ -455,7 +458,7 @@ def _stack(raw: dict[str, str], loc: tuple, ctx: _Ctx) -> Stack:
         raise ctx.error(loc, f"a stack {raw} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
     for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)):
         if not _VERSION_RE.match(raw[key]):
-            raise ctx.error(loc, f"`{key}: {raw[key]}` is not a version.", f'write it like "2.5.1" (cuda may also be "cpu").')
+            raise ctx.error(loc, f"`{key}: {raw[key]}` is not a version.", 'write it like "2.5.1" (cuda may also be "cpu").')
     try:
         nccl, via = _parse_nccl(raw.get("nccl", "bundled"))
     except ValueError:
@@ -527,6 +530,7 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: _Ctx) -> Matrix:
         bandwidth_sizes=tuple(sizes),
         bandwidth_iters=spec.bandwidth.iters,
         bandwidth_warmup=spec.bandwidth.warmup,
+        min_busbw=spec.bandwidth.min_busbw,
         ranks=spec.ranks,
     )
 

@@ -71,8 +71,9 @@ def _startup_failure(raw: dict) -> Outcome:
                  f"{started} of {raw.get('expected_ranks')} ranks started; launcher exit {raw.get('exit_code')}: {key.strip()[:300]}")
 
 
-def classify(raw: dict) -> Outcome:
-    """The outcome of one attempt, from its raw record alone (see supervise.Attempt)."""
+def classify(raw: dict, min_busbw: float | None = None) -> Outcome:
+    """The outcome of one attempt, from its raw record alone (see supervise.Attempt); a pass below
+    `min_busbw` GB/s (matrix.yaml's bandwidth.min_busbw) is `slow`."""
     seconds = raw.get("seconds", 0.0)
     ended_by = raw.get("ended_by")
     ranks: dict[str, dict] = raw.get("ranks", {})
@@ -124,4 +125,7 @@ def classify(raw: dict) -> Outcome:
     busbw = max((r.get("largest_busbw_gbs") or 0 for r in results), default=0)
     if len(results) == 1:
         return Outcome("pass", "one rank: every phase passed (bus bandwidth needs two or more ranks)", seconds)
+    if min_busbw is not None and busbw < min_busbw:
+        return Outcome("slow", f"busbw {busbw:.2f} GB/s at the largest size, below the {min_busbw:g} GB/s floor",
+                       seconds, "bandwidth", None, {"busbw_gbs": busbw, "min_busbw": min_busbw})
     return Outcome("pass", f"busbw {busbw:.2f} GB/s at the largest size", seconds, None, None, {"busbw_gbs": busbw})

@@ -72,6 +72,28 @@ def write_matrix(tmp_path):
     return write
 
 
+def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300) -> tuple[int, str]:
+    """Start a command, wait until `ready()` (asserting it still runs), let it settle, send one SIGINT
+    as a terminal's Ctrl-C would, and return its exit code and output."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, what
+            time.sleep(0.1)
+        time.sleep(settle)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, output
+
+
 def pytest_collection_modifyitems(config, items):
     """Fast tests first: anything that needs the engine runs after the pure ones."""
     items.sort(key=lambda item: item.get_closest_marker("engine") is not None)

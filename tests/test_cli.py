@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ import pytest
 from harness import launch, matrix
 from harness.engines.docker import cli_equivalent
 
-from .conftest import REPO, WHEELHOUSE
+from .conftest import REPO, WHEELHOUSE, interrupt_when
 
 
 def _invoke(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -118,20 +116,11 @@ def _stray(path: Path) -> list[str]:
 def test_interrupted_run_keeps_its_results_and_resumes(tmp_path):
     pytest.importorskip("torch")
     argv = [sys.executable, "-m", "invoke", "matrix", "--engine", "host", "--results", str(tmp_path), "--run-id", "r"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cells = tmp_path / "r" / "cells"
-    try:
-        deadline = time.monotonic() + 240
-        while not (list(cells.glob("*/record.json")) and len(list(cells.glob("*/attempt-1"))) >= 2):
-            assert proc.poll() is None and time.monotonic() < deadline, "the run did not get to its second cell"
-            time.sleep(0.1)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, output[-2000:]
+    code, output = interrupt_when(
+        argv, lambda: bool(list(cells.glob("*/record.json"))) and len(list(cells.glob("*/attempt-1"))) >= 2,
+        settle=1.0, what="the run did not get to its second cell", timeout=240)
+    assert code == 130, output[-2000:]
     assert "--resume --run-id r" in output
     assert _stray(tmp_path) == []
     statuses = {p.parent.name: json.loads(p.read_text())["outcome"]["status"] for p in cells.glob("*/record.json")}

@@ -14,7 +14,7 @@ import pytest
 from harness import commands, images, matrix
 from harness.engines.docker import LABEL
 
-from .conftest import REPO, WHEELHOUSE
+from .conftest import WHEELHOUSE
 
 pytestmark = pytest.mark.engine
 

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
 from harness.engines.host import HostEngine
 
-from .conftest import REPO, WHEELHOUSE
+from .conftest import REPO, WHEELHOUSE, interrupt_when
 
 CPU_STACK = "stack=cpu-torch2.13.0-acc1.15.0"
 
@@ -117,19 +116,9 @@ def test_a_failure_is_not_retried(tmp_path):
 def test_ctrl_c_kills_the_running_container_and_keeps_the_results(engine, cpu_image, tmp_path):
     argv = [sys.executable, "-m", "invoke", "matrix", "--matrix", "matrix-cpu.yaml", "--only", CPU_STACK,
             "--wheelhouse", str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", "int"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not engine.leftovers(f"{LABEL_RUN}=int"):
-            assert proc.poll() is None and time.monotonic() < deadline, "no cell container appeared"
-            time.sleep(0.2)
-        time.sleep(2)  # inside a cell
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, output[-2000:]
+    code, output = interrupt_when(argv, lambda: bool(engine.leftovers(f"{LABEL_RUN}=int")), settle=2.0,
+                                  what="no cell container appeared")  # the SIGINT lands inside a cell
+    assert code == 130, output[-2000:]
     assert engine.leftovers(f"{LABEL_RUN}=int") == []
     records = _records(tmp_path / "int")
     assert [r["outcome"]["status"] for r in records.values()] == ["interrupted"]

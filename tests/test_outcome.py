@@ -45,6 +45,8 @@ CASES = [
      "pass", None, None, ["busbw 12.50 GB/s"]),
     ("pass one rank", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 1, "ranks": {"0": rank(busbw=0)}},
      "pass", None, None, ["one rank"]),
+    ("slow", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2, "ranks": {"0": rank(busbw=0.4), "1": rank(busbw=0.5)}},
+     "slow", "bandwidth", None, ["busbw 0.50 GB/s", "below the 1 GB/s floor"]),
     ("wrong", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2, "ranks": {"0": rank(wrong=3), "1": rank(wrong=3)}},
      "wrong", "check", None, ["3 wrong"]),
     ("hang", {"ended_by": "stall", "ranks": {}, "stall": {"phase": "prepare", "threshold": 120, "since_progress": 121.2,
@@ -79,7 +81,7 @@ CASES = [
 
 @pytest.mark.parametrize("name, raw, status, phase, error_class, words", CASES, ids=[c[0] for c in CASES])
 def test_classify(name, raw, status, phase, error_class, words):
-    result = classify(raw)
+    result = classify(raw, min_busbw=1.0)
     assert result.status == status
     assert result.phase == phase
     assert result.error_class == error_class

@@ -84,6 +84,7 @@ class DockerEngine:
         log: Path,
         on_line: Callable[[str], None] = lambda _: None,
         timeout: float = 3600,
+        nocache: bool = False,
     ) -> str:
         """Build `context` into `tag`, streaming the engine's log to `log`; returns the image id."""
         image_id = None
@@ -100,6 +101,7 @@ class DockerEngine:
                     decode=True,
                     timeout=timeout,
                     pull=False,
+                    nocache=nocache,
                 )
                 for chunk in stream:
                     if "stream" in chunk:
