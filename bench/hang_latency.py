@@ -40,30 +40,17 @@ def one(engine, m: matrix.Matrix, cell: matrix.Cell, opts: runner.RunOptions, im
     extra = ("--hold-at", phase) if phase else ()
     ropts = runner.RunOptions(opts.run_id, opts.results, opts.gpus, opts.ranks, 0, extra, (("HARNESS_TEST_FAULTS", "1"),))
     spec = runner.spec_for(cell, m, engine, ropts, image, 1, out)
-    fired = []
+    fired, handle = [], []
 
     def fault(r: int, event: dict) -> None:
         if phase and not fired and r == rank and event.get("event") == "phase_start" and event.get("phase") == phase:
             fired.append(True)
-            send(engine, spec, event["pid"], "STOP")
+            handle[0].signal(event["pid"], "STOP")
             (out / "release").touch()
 
-    record = supervise.supervise(engine, spec, m.timeouts, on_event=fault)
+    record = supervise.supervise(engine, spec, m.timeouts, on_event=fault, on_start=handle.append)
     assert not record.leftovers, record.leftovers
     return outcome.classify(record.to_json()), record
-
-
-def send(engine, spec, pid: int, sig: str) -> None:
-    if isinstance(engine, HostEngine):
-        import os
-        import signal
-
-        os.kill(pid, getattr(signal, f"SIG{sig}"))
-    else:
-        from harness.engines.docker import LABEL_CELL
-
-        (container,) = engine.client.containers.list(filters={"label": f"{LABEL_CELL}={spec.cell_id}"})
-        container.exec_run(["sh", "-c", f"kill -{sig} {pid}"])
 
 
 def main() -> int:

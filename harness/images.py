@@ -240,7 +240,9 @@ def build_all(
                 progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})")
                 return BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
             title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
-            with (progress.task(title) if jobs == 1 else nullcontext(progress.say(title))):
+            if jobs > 1:  # parallel builds: one line each, no live status to fight over
+                progress.say(title)
+            with progress.task(title) if jobs == 1 else nullcontext():
                 with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
                     materialize(context, Path(tmp))
                     engine.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},

@@ -99,6 +99,7 @@ def run_cell(
     image: str = "",
     on_event: Callable[[int, dict], None] = lambda r, e: None,
     image_info: dict | None = None,
+    on_start: Callable = lambda running: None,
 ) -> CellResult:
     """Run one cell, retrying hangs and infra errors up to opts.retries times; every attempt is kept."""
     cell_dir = results.cell_dir(opts.results, opts.run_id, cell.id)
@@ -108,7 +109,7 @@ def run_cell(
         if out.exists():  # a rerun into the same run replaces the attempt; stale events would mislead
             shutil.rmtree(out)
         spec = spec_for(cell, m, engine, opts, image, attempt, out)
-        raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event).to_json()
+        raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event, on_start=on_start).to_json()
         result = outcome.classify(raw, m.min_busbw)
         attempts.append({"attempt": attempt, "outcome": result.to_json(), "raw": raw,
                          "command": list(spec.launch.argv)})

@@ -260,8 +260,10 @@ def supervise(
     spec: CellSpec,
     timeouts: Timeouts,
     on_event: Callable[[int, dict], None] = lambda rank, event: None,
+    on_start: Callable[[Running], None] = lambda running: None,
 ) -> Attempt:
-    """Run one attempt of one cell to its end (exit, stall, cap or Ctrl-C); never leaves it running."""
+    """Run one attempt of one cell to its end (exit, stall, cap or Ctrl-C); never leaves it running.
+    `on_start` gets the running cell (tests and benchmarks signal its ranks through it)."""
     out = spec.out_dir
     out.mkdir(parents=True, exist_ok=True)
     record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out))
@@ -280,6 +282,7 @@ def supervise(
 
     try:
         with engine.start(spec) as running:
+            on_start(running)
             try:
                 while True:
                     now = time.monotonic()

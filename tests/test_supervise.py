@@ -39,30 +39,24 @@ def _spec(engine_name: str, out: Path, extra: tuple[str, ...] = (), launcher: st
 
 
 class Fault:
-    """At rank `rank`'s phase_start of `phase` (the ranks hold there), send `sig`, then release."""
+    """At rank `rank`'s phase_start of `phase` (the ranks hold there), send `sig` through the engine's
+    own handle, then release."""
 
-    def __init__(self, engine, spec: CellSpec, rank: int, phase: str, sig: str | None) -> None:
-        self.engine, self.spec, self.rank, self.phase, self.sig = engine, spec, rank, phase, sig
+    def __init__(self, spec: CellSpec, rank: int, phase: str, sig: str | None) -> None:
+        self.spec, self.rank, self.phase, self.sig = spec, rank, phase, sig
+        self.running = None
         self.fired = False
+
+    def start(self, running) -> None:
+        self.running = running
 
     def __call__(self, rank: int, event: dict) -> None:
         if self.fired or rank != self.rank or event.get("event") != "phase_start" or event.get("phase") != self.phase:
             return
         self.fired = True
         if self.sig:
-            send_signal(self.engine, self.spec, event["pid"], self.sig)
+            self.running.signal(event["pid"], self.sig)
         (self.spec.out_dir / "release").touch()
-
-
-def send_signal(engine, spec: CellSpec, pid: int, sig: str) -> None:
-    if isinstance(engine, HostEngine):
-        import os
-        import signal
-
-        os.kill(pid, getattr(signal, f"SIG{sig}"))
-    else:
-        (container,) = engine.client.containers.list(filters={"label": f"{LABEL_CELL}={spec.cell_id}"})
-        container.exec_run(["sh", "-c", f"kill -{sig} {pid}"])
 
 
 @pytest.fixture(params=["host", pytest.param("docker", marks=[pytest.mark.engine, pytest.mark.slow])])
@@ -78,8 +72,9 @@ def setup(request, tmp_path):
 def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate"):
     engine, image = setup
     spec = _spec(engine.name, tmp_path / name, extra, launcher, image)
-    callback = Fault(engine, spec, *fault) if fault else (lambda r, e: None)
-    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=callback)
+    callback = Fault(spec, *fault) if fault else None
+    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=callback or (lambda r, e: None),
+                                 on_start=callback.start if callback else (lambda running: None))
     assert record.leftovers == [], f"left behind: {record.leftovers}"
     if not isinstance(engine, HostEngine):
         assert engine.leftovers(f"{LABEL_CELL}={spec.cell_id}") == []
