@@ -71,14 +71,29 @@ def _startup_failure(raw: dict) -> Outcome:
                  f"{started} of {raw.get('expected_ranks')} ranks started; launcher exit {raw.get('exit_code')}: {key.strip()[:300]}")
 
 
-def classify(raw: dict, min_busbw: float | None = None) -> Outcome:
+def loaded_nccl(raw: dict) -> str | None:
+    """The NCCL version the ranks really loaded (fingerprint), else what NCCL's own log says."""
+    fingerprint = ((raw.get("phases") or {}).get("fingerprint") or {}).get("fingerprint") or {}
+    version = (fingerprint.get("nccl_loaded") or {}).get("version")
+    if version:
+        return version
+    return next((s.get("version") for s in (raw.get("nccl") or {}).values() if s and s.get("version")), None)
+
+
+def classify(raw: dict, min_busbw: float | None = None, nccl_expected: str | None = None) -> Outcome:
     """The outcome of one attempt, from its raw record alone (see supervise.Attempt); a pass below
-    `min_busbw` GB/s (matrix.yaml's bandwidth.min_busbw) is `slow`."""
+    `min_busbw` GB/s (matrix.yaml's bandwidth.min_busbw) is `slow`; a cell that asked for a pinned NCCL
+    (`nccl_expected`) and loaded another did not test what it says: `infra-error`."""
     seconds = raw.get("seconds", 0.0)
     ended_by = raw.get("ended_by")
     ranks: dict[str, dict] = raw.get("ranks", {})
     if ended_by == "infra":
         return Outcome("infra-error", raw.get("infra_reason", ""), seconds)
+    loaded = loaded_nccl(raw)
+    if nccl_expected and loaded and loaded != nccl_expected:
+        return Outcome("infra-error", f"the cell asked for NCCL {nccl_expected} but the ranks loaded {loaded}; "
+                       "the pin did not take (check the image's nvidia-nccl package or LD_PRELOAD)", seconds,
+                       detail={"nccl_expected": nccl_expected, "nccl_loaded": loaded})
     if ended_by == "interrupted":
         return Outcome("interrupted", "stopped by Ctrl-C", seconds)
     if ended_by in ("stall", "cap"):

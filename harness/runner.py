@@ -110,7 +110,7 @@ def run_cell(
             shutil.rmtree(out)
         spec = spec_for(cell, m, engine, opts, image, attempt, out)
         raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event, on_start=on_start).to_json()
-        result = outcome.classify(raw, m.min_busbw)
+        result = outcome.classify(raw, m.min_busbw, None if cell.stack.nccl_via == "bundled" else cell.stack.nccl)
         attempts.append({"attempt": attempt, "outcome": result.to_json(), "raw": raw,
                          "command": list(spec.launch.argv)})
         if result.status not in outcome.RETRYABLE or result.status == "interrupted":

@@ -89,6 +89,18 @@ def test_classify(name, raw, status, phase, error_class, words):
         assert word in result.reason, result.reason
 
 
+def test_a_pinned_nccl_that_did_not_take_is_infra_error():
+    raw = {"ended_by": "exited", "exit_code": 0, "expected_ranks": 1, "ranks": {"0": rank()},
+           "phases": {"fingerprint": {"fingerprint": {"nccl_loaded": {"version": "2.28.9"}}}}}
+    result = classify(raw, nccl_expected="2.23.4")
+    assert result.status == "infra-error"
+    assert "asked for NCCL 2.23.4 but the ranks loaded 2.28.9" in result.reason
+    assert classify(raw, nccl_expected="2.28.9").status == "pass"
+    # the H200 record: the system 2.28.3 was asked for (LD_PRELOAD) and loaded
+    record = json.loads((DATA / "h200-preload-record.json").read_text())
+    assert classify(record["attempts"][-1]["raw"], nccl_expected="2.28.3").status == "pass"
+
+
 def test_sigterm_from_the_launcher_is_not_the_cause():
     tail = ELASTIC_TAIL.replace("-9 (pid: 7250)  (SIGKILL)", "-15 (pid: 7250)  (SIGTERM)")
     raw = {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": tail, "ranks": {
