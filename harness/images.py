@@ -213,8 +213,9 @@ def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
     """Resolve the wheelhouse (when asked) and render."""
     wheels = None
     if options.wheelhouse:
-        reqs = requirements(stack) + ([nccl_package(stack)] if nccl_package(stack) else [])
-        wheels = wheelhouse.collect(options.wheelhouse, reqs, stack.python, stack.torch_index, log)
+        wheels = wheelhouse.collect(options.wheelhouse, requirements(stack), stack.python, stack.torch_index, log)
+        if nccl_package(stack):  # installed over torch's own pin with --no-deps, so resolved apart from it
+            wheels += wheelhouse.collect(options.wheelhouse, [nccl_package(stack)], stack.python, "", log, no_deps=True)
     return render(stack, options, wheels)
 
 

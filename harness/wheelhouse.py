@@ -17,7 +17,10 @@ from . import proc
 from .errors import HarnessError
 
 _SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$")
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64", "any")
+# Every manylinux tag a glibc-2.35 image can install (Ubuntu 22.04; Debian 12 has 2.36), newest first:
+# pip's --platform takes exact tags, so a wheel tagged manylinux_2_18 needs that very tag listed.
+PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(35, 4, -1)) + (
+    "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "any")
 
 
 @lru_cache(maxsize=None)
@@ -32,18 +35,20 @@ def reachable(url: str, timeout: float = 5.0) -> bool:
         return False
 
 
-def lock_key(requirements: list[str], python: str, extra_index: str) -> str:
-    blob = json.dumps({"req": requirements, "python": python, "index": extra_index}, sort_keys=True)
+def lock_key(requirements: list[str], python: str, extra_index: str, no_deps: bool = False) -> str:
+    blob = json.dumps({"req": requirements, "python": python, "index": extra_index, **({"no_deps": True} if no_deps else {})},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index: str, log: Path) -> list[Path]:
+def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index: str, log: Path,
+            no_deps: bool = False) -> list[Path]:
     """The wheels (closure of `requirements` for CPython `python` on Linux x86_64) in `wheelhouse`.
 
     pip runs with the host's own configuration (index, find-links, proxy, CA); a fully offline host
     sets PIP_NO_INDEX=1 and PIP_FIND_LINKS=<wheelhouse> after filling the folder by hand."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    lock = wheelhouse / ".locks" / f"{lock_key(requirements, python, extra_index)}.json"
+    lock = wheelhouse / ".locks" / f"{lock_key(requirements, python, extra_index, no_deps)}.json"
     if lock.is_file():
         names = json.loads(lock.read_text())["wheels"]
         files = [wheelhouse / n for n in names]
@@ -55,6 +60,8 @@ def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index:
         argv += ["--platform", platform]
     if extra_index and reachable(extra_index):
         argv += ["--extra-index-url", extra_index]
+    if no_deps:
+        argv.append("--no-deps")
     result = proc.run(argv + requirements, timeout=1800, log=log)
     if result.returncode != 0 or result.timed_out:
         tail = [l for l in result.output.splitlines() if l.startswith("ERROR")][-2:]
