@@ -79,6 +79,15 @@ def list_cells(selection: Selection, as_json: bool = False) -> int:
     return EXIT_OK
 
 
+def checked_build_options(options: images.BuildOptions, jobs: int) -> images.BuildOptions:
+    """The build flags of `build` and `matrix`, checked (bad ones name the flag) and made absolute."""
+    if jobs < 1:
+        raise HarnessError(f"--jobs {jobs}: must be at least 1. Fix: e.g. --jobs 2.")
+    if options.ca_bundle and not options.ca_bundle.is_file():
+        raise HarnessError(f"--ca-bundle {options.ca_bundle}: no such file. Fix: pass a PEM file of CA certificates.")
+    return replace(options, wheelhouse=options.wheelhouse.resolve()) if options.wheelhouse else options
+
+
 def build(
     selection: Selection,
     options: images.BuildOptions,
@@ -90,15 +99,10 @@ def build(
     progress = Progress()
     m, cells = resolve(selection, progress)
     runnable = [c for c in cells if c.na_reason is None]
-    if jobs < 1:
-        raise HarnessError(f"--jobs {jobs}: must be at least 1. Fix: e.g. --jobs 2.")
+    options = checked_build_options(options, jobs)
     if not runnable:
         progress.say(f"{m.path.name}: nothing to build (no runnable cell selected).")
         return EXIT_NOTHING_SELECTED
-    if options.ca_bundle and not options.ca_bundle.is_file():
-        raise HarnessError(f"--ca-bundle {options.ca_bundle}: no such file. Fix: pass a PEM file of CA certificates.")
-    if options.wheelhouse:
-        options = replace(options, wheelhouse=options.wheelhouse.resolve())
     run = results.run_dir(results_dir, run_id or results.new_run_id())
     engine = DockerEngine.connect()
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
@@ -186,18 +190,14 @@ def parse_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.
     return matrix.Timeouts(**values)
 
 
-def _check_options(opts: MatrixOptions) -> tuple[str, ...]:
-    """Every flag checked before anything starts; returns the GPU ids."""
+def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]:
+    """Every flag checked before anything starts; returns the options made absolute and the GPU ids."""
     gpus = runner.check_gpus(opts.gpus)
     if opts.ranks is not None and opts.ranks < 1:
         raise HarnessError(f"--ranks {opts.ranks}: must be at least 1. Fix: e.g. --ranks 2.")
     if opts.retries < 0:
         raise HarnessError(f"--retries {opts.retries}: must be 0 or more. Fix: e.g. --retries 1.")
-    if opts.jobs < 1:
-        raise HarnessError(f"--jobs {opts.jobs}: must be at least 1. Fix: e.g. --jobs 2.")
-    if opts.build.ca_bundle and not opts.build.ca_bundle.is_file():
-        raise HarnessError(f"--ca-bundle {opts.build.ca_bundle}: no such file. Fix: pass a PEM file of CA certificates.")
-    return gpus
+    return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
 
 
 def _already_done(run: Path) -> set[str]:
@@ -210,7 +210,7 @@ def _already_done(run: Path) -> set[str]:
 def run_matrix(selection: Selection, opts: MatrixOptions) -> int:
     """Build what is missing, run the selected cells one at a time, record each as it ends."""
     progress = Progress()
-    gpus = _check_options(opts)
+    opts, gpus = _check_options(opts)
     m, cells = resolve(selection, progress)
     m = replace(m, timeouts=parse_timeouts(opts.timeouts, m.timeouts))
     engine = _engine(opts.engine, progress)

@@ -5,8 +5,9 @@ that reruns it. Pure: it reads RunData and returns text, so old runs re-render w
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from . import hints
 from .results import RunData
@@ -158,7 +159,7 @@ def _header(data: RunData) -> list[str]:
         host = {"hostname": host}
     engine = host.get("engine") or {"name": run.get("engine")}
     gpus = host.get("gpus") or []
-    gpu_text = ", ".join(f"{n} × {g}" for g, n in _count(gpus).items()) if gpus else "none"
+    gpu_text = ", ".join(f"{n} × {g}" for g, n in Counter(gpus).items()) if gpus else "none"
     rows = [
         ("Host", host.get("hostname")),
         ("OS", host.get("os")),
@@ -174,13 +175,6 @@ def _header(data: RunData) -> list[str]:
     lines = [title, "", f"Rendered {time.strftime('%Y-%m-%d %H:%M %Z')} from `{data.path}`.", "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {esc(v if v is not None else '?')} |" for k, v in rows]
     return lines
-
-
-def _count(items: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        out[item] = out.get(item, 0) + 1
-    return out
 
 
 def render(data: RunData) -> str:

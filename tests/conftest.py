@@ -72,6 +72,31 @@ def write_matrix(tmp_path):
     return write
 
 
+class Fault:
+    """A real fault at a known point: when rank `rank` starts `phase` (the ranks hold there through the
+    workload's test-only --hold-at), send it `sig` through the engine's own Running handle (the first
+    `times` times only), then release the ranks of that attempt. Pass it as on_event, and its `start`
+    as on_start."""
+
+    def __init__(self, root: Path, rank: int, phase: str, sig: str | None, times: int = 1) -> None:
+        self.root, self.rank, self.phase, self.sig, self.times = root, rank, phase, sig, times
+        self.running = None
+        self.fired = 0
+
+    def start(self, running) -> None:
+        self.running = running
+
+    def __call__(self, rank: int, event: dict) -> None:
+        if rank != self.rank or event.get("event") != "phase_start" or event.get("phase") != self.phase:
+            return
+        if self.sig and self.fired < self.times:
+            self.running.signal(event["pid"], self.sig)
+        self.fired += 1
+        for pid_file in self.root.rglob(f"pid-rank{rank}"):  # the attempt this rank writes into
+            if pid_file.read_text().strip() == str(event["pid"]):
+                (pid_file.parent / "release").touch()
+
+
 def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300) -> tuple[int, str]:
     """Start a command, wait until `ready()` (asserting it still runs), let it settle, send one SIGINT
     as a terminal's Ctrl-C would, and return its exit code and output."""

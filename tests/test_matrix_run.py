@@ -4,8 +4,6 @@ that leaves nothing running, and a GPU cell on an engine without GPUs reported a
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +15,7 @@ from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
 from harness.engines.host import HostEngine
 
-from .conftest import REPO, WHEELHOUSE, interrupt_when
+from .conftest import REPO, WHEELHOUSE, Fault, interrupt_when
 
 CPU_STACK = "stack=cpu-torch2.13.0-acc1.15.0"
 
@@ -84,17 +82,9 @@ def test_retries_rerun_a_hang_and_keep_every_attempt(tmp_path):
     m = _fast(matrix.load(matrix.DEFAULT_CPU_MATRIX))
     opts = runner.RunOptions("retry", tmp_path, (), 2, retries=2, extra_args=("--hold-at", "step"),
                              extra_env=(("HARNESS_TEST_FAULTS", "1"),))
-    seen: list[int] = []
-
-    def stop_first_attempt(rank: int, event: dict) -> None:
-        if event.get("event") == "phase_start" and event.get("phase") == "step" and rank == 1:
-            seen.append(event["pid"])
-            if len(seen) == 1:
-                os.kill(event["pid"], signal.SIGSTOP)
-            for attempt_dir in (tmp_path / "retry" / "cells").glob("*/attempt-*"):
-                (attempt_dir / "release").touch()
-
-    result = runner.run_cell(HostEngine(), _host_cell(m), m, opts, on_event=stop_first_attempt)
+    stop_first_attempt = Fault(tmp_path, 1, "step", "STOP", times=1)
+    result = runner.run_cell(HostEngine(), _host_cell(m), m, opts, on_event=stop_first_attempt,
+                             on_start=stop_first_attempt.start)
     assert [a["outcome"]["status"] for a in result.attempts] == ["hang", "pass"]
     assert result.outcome.status == "pass"
     record = json.loads((tmp_path / "retry" / "cells" / result.cell.id / "record.json").read_text())

@@ -4,9 +4,7 @@ cell by cell through a markdown parser, a planted regression caught, bad input n
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ from harness import commands, compare, matrix, report, results, runner
 from harness.engines.host import HostEngine
 from harness.errors import HarnessError
 
-from .conftest import REPO
+from .conftest import REPO, Fault
 
 
 CELLS = ["cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+p2p-off"]
@@ -41,13 +39,8 @@ def runs(tmp_path_factory) -> Path:
     cell = next(c for c in runner.host_cells(m, runner.host_stack()) if c.id == CELLS[0])
     opts = runner.RunOptions("B", root, (), 2, extra_args=("--hold-at", "step"), extra_env=(("HARNESS_TEST_FAULTS", "1"),))
 
-    def stop_rank_1(rank: int, event: dict) -> None:
-        if rank == 1 and event.get("event") == "phase_start" and event.get("phase") == "step":
-            os.kill(event["pid"], signal.SIGSTOP)
-            for d in (root / "B" / "cells" / CELLS[0]).glob("attempt-*"):
-                (d / "release").touch()
-
-    assert runner.run_cell(HostEngine(), cell, m, opts, on_event=stop_rank_1).outcome.status == "hang"
+    stop_rank_1 = Fault(root / "B", 1, "step", "STOP")
+    assert runner.run_cell(HostEngine(), cell, m, opts, on_event=stop_rank_1, on_start=stop_rank_1.start).outcome.status == "hang"
     planted = root / "B" / "cells" / CELLS[1] / "record.json"
     record = json.loads(planted.read_text())
     for row in record["attempts"][-1]["raw"]["phases"]["bandwidth"]["rows"]:

@@ -4,59 +4,31 @@ a hang in init, an exception is a fail with its line, and nothing is ever left b
 
 from __future__ import annotations
 
-import dataclasses
-import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness import launch, matrix, outcome, supervise
+from harness import matrix, outcome, runner, supervise
 from harness.engines.base import CellSpec
-from harness.engines.docker import LABEL_CELL
+from harness.engines.docker import LABEL_RUN
 from harness.engines.host import HostEngine
+
+from .conftest import Fault
 
 TIMEOUTS = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=180)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _spec(engine_name: str, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "") -> CellSpec:
+def _spec(engine, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "") -> CellSpec:
+    """The CPU matrix's Accelerate 1.15.0 default cell, launched as the runner launches it, with the
+    test-only switches allowed; a run id of its own, so its containers are told apart."""
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
     cell = next(c for c in m.cells if c.launcher == launcher and c.stack.accelerate == "1.15.0"
                 and c.variant.name == "default")
-    if engine_name == "host":
-        spec = launch.launch(cell, m, ranks=2, python=sys.executable, workload=HostEngine.workload, out=str(out),
-                             port=_free_port(), extra_args=extra)
-    else:
-        spec = launch.launch(cell, m, ranks=2, extra_args=extra)
-    spec = dataclasses.replace(spec, env=spec.env + (("HARNESS_TEST_FAULTS", "1"),))
-    return CellSpec("test", f"{cell.id}-{out.name}", spec, out, image=image)
-
-
-class Fault:
-    """At rank `rank`'s phase_start of `phase` (the ranks hold there), send `sig` through the engine's
-    own handle, then release."""
-
-    def __init__(self, spec: CellSpec, rank: int, phase: str, sig: str | None) -> None:
-        self.spec, self.rank, self.phase, self.sig = spec, rank, phase, sig
-        self.running = None
-        self.fired = False
-
-    def start(self, running) -> None:
-        self.running = running
-
-    def __call__(self, rank: int, event: dict) -> None:
-        if self.fired or rank != self.rank or event.get("event") != "phase_start" or event.get("phase") != self.phase:
-            return
-        self.fired = True
-        if self.sig:
-            self.running.signal(event["pid"], self.sig)
-        (self.spec.out_dir / "release").touch()
+    if isinstance(engine, HostEngine):
+        cell = next(c for c in runner.host_cells(m, runner.host_stack()) if c.launcher == launcher)
+    opts = runner.RunOptions(f"test-{out.name}", out.parent, (), 2, extra_args=extra,
+                             extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+    return runner.spec_for(cell, m, engine, opts, image, 1, out)
 
 
 @pytest.fixture(params=["host", pytest.param("docker", marks=[pytest.mark.engine, pytest.mark.slow])])
@@ -71,13 +43,13 @@ def setup(request, tmp_path):
 
 def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate"):
     engine, image = setup
-    spec = _spec(engine.name, tmp_path / name, extra, launcher, image)
-    callback = Fault(spec, *fault) if fault else None
+    spec = _spec(engine, tmp_path / name, extra, launcher, image)
+    callback = Fault(spec.out_dir, *fault) if fault else None
     record = supervise.supervise(engine, spec, TIMEOUTS, on_event=callback or (lambda r, e: None),
                                  on_start=callback.start if callback else (lambda running: None))
     assert record.leftovers == [], f"left behind: {record.leftovers}"
     if not isinstance(engine, HostEngine):
-        assert engine.leftovers(f"{LABEL_CELL}={spec.cell_id}") == []
+        assert engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
     return record, outcome.classify(record.to_json())
 
 
