@@ -20,19 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import matrix, outcome, runner, supervise  # noqa: E402
-from harness.engines.host import HostEngine  # noqa: E402
+from harness import engines, images, matrix, outcome, runner, selection, supervise  # noqa: E402
+from harness.progress import Progress  # noqa: E402
 
 PHASES = ("prepare", "step", "check", "bandwidth")
 TARGET_P95_S = 2.0
-
-
-def _engine(name: str):
-    if name == "host":
-        return HostEngine()
-    from harness.engines.docker import DockerEngine
-
-    return DockerEngine.connect()
 
 
 def one(engine, m: matrix.Matrix, cell: matrix.Cell, opts: runner.RunOptions, image: str, out: Path,
@@ -66,21 +58,16 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    gpus = runner.check_gpus(args.gpus)
+    gpus = selection.check_gpus(args.gpus)
     path = args.matrix or (matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX)
     m = matrix.load(path)
     t = args.threshold
     m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(
         fingerprint=max(60, t), init=t, prepare=t, step=t, check=t, bandwidth=t, teardown=max(30, t), cell=600)})
-    engine = _engine(args.engine)
-    if isinstance(engine, HostEngine):
-        cell = runner.host_cells(m, runner.host_stack())[0]
-        image = ""
-    else:
-        from harness import images
-        from harness.progress import Progress
-
-        cell = next(c for c in m.runnable if c.launcher == "accelerate")
+    engine = engines.choose(args.engine, Progress())
+    cell = next(c for c in engine.cells(m, list(m.runnable), Progress()) if c.launcher == "accelerate")
+    image = ""
+    if engine.builds_images:
         built = images.build_all([cell.stack], engine, images.BuildOptions(wheelhouse=args.wheelhouse),
                                  Path(tempfile.mkdtemp(prefix="hang-bench-build-")), Progress())[cell.stack.id]
         if not built.ok:

@@ -7,11 +7,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import proc
-from .engines.docker import DockerEngine
 from .errors import InfraError
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from .engines.docker import DockerEngine
 
 
 @dataclass(frozen=True)

@@ -1,103 +1,22 @@
-"""`python -m harness`: the same commands as `invoke`, for hosts without invoke."""
+"""`python -m harness` and the `nccl-harness` script: an invoke Program over harness/tasks.py, the one
+declaration of the commands, their flags, help texts and defaults (the repo root's tasks.py exposes the
+same collection to `invoke`). This module adds only what every entry point shares: `guarded` (a
+HarnessError is its message and exit code, Ctrl-C is 130, never a traceback) and, for the Program built
+here, parse errors answered like every other bad input: exit 2, one paragraph naming the flag and the fix."""
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import difflib
+import os
+import re
 import sys
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
-from . import commands, images
-from .errors import HarnessError
+from invoke import Collection, Exit, ParseError, Program
 
-
-def _selection(args: argparse.Namespace) -> commands.Selection:
-    return commands.Selection(args.matrix, tuple(args.only), tuple(args.exclude))
-
-
-def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", type=Path, help="matrix file (default: matrix.yaml with GPUs, matrix-cpu.yaml without)")
-    p.add_argument("--only", action="append", default=[], help="glob on the cell id, or key=glob; repeatable")
-    p.add_argument("--exclude", action="append", default=[], help="glob on the cell id, or key=glob; repeatable")
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    mx = sub.add_parser("matrix", help="build what is missing and run the selected cells (--list: only print them)")
-    _add_selection(mx)
-    mx.add_argument("--list", action="store_true", help="print the expanded cells, n/a ones with their reason, and stop")
-    mx.add_argument("--json", action="store_true", help="with --list: machine-readable")
-    mx.add_argument("--gpus", help="`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)")
-    mx.add_argument("--engine", choices=("docker", "host"), help="default: docker when reachable, else host")
-    mx.add_argument("--ranks", type=int, help="ranks of a CPU cell (default: the matrix file's)")
-    mx.add_argument("--retries", type=int, default=0, help="re-run hang and infra-error cells up to N times")
-    mx.add_argument("--resume", action="store_true", help="continue a run (--run-id, default the latest)")
-    mx.add_argument("--timeout", action="append", default=[], help="PHASE=SECONDS stall threshold override; repeatable")
-    mx.add_argument("--jobs", type=int, default=1, help="images built in parallel")
-    mx.add_argument("--dry-run", action="store_true", help="print what would be built and run; run nothing")
-    ls = sub.add_parser("list", help="print the expanded cells, n/a ones with their reason")
-    _add_selection(ls)
-    ls.add_argument("--json", action="store_true")
-    dr = sub.add_parser("doctor", help="check the engine, NVIDIA runtime, GPUs, disk, /dev/shm and memlock")
-    dr.add_argument("--gpus")
-    dr.add_argument("--engine", choices=("docker", "host"))
-    cl = sub.add_parser("clean", help="remove the harness's containers (and, with --images, its images)")
-    cl.add_argument("--images", action="store_true")
-    b = sub.add_parser("build", help="build the images of the selected cells (cached by content hash)")
-    _add_selection(b)
-    b.add_argument("--jobs", type=int, default=1, help="images built in parallel")
-    for p_ in (mx, b):
-        p_.add_argument("--rebuild", action="store_true", help="build even when an image with the same content exists")
-        p_.add_argument("--wheelhouse", type=Path, help="download wheels on the host into DIR and install them offline")
-        p_.add_argument("--ca-bundle", type=Path, help="PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)")
-        p_.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS, help="results folder")
-        p_.add_argument("--run-id", help="name of the run folder (default: a new timestamped one)")
-    rp = sub.add_parser("report", help="markdown report of a run (default: the latest)")
-    rp.add_argument("run", nargs="?", help="run id or folder")
-    rp.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
-    rp.add_argument("--out", type=Path, help="write to this file instead of stdout")
-    cp = sub.add_parser("compare", help="regression diff of two runs (exit 1 when something regressed)")
-    cp.add_argument("base")
-    cp.add_argument("new")
-    cp.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
-    cp.add_argument("--threshold", type=float, default=0.10, help="busbw change that counts (fraction, default 0.1)")
-    cp.add_argument("--out", type=Path)
-    pb = sub.add_parser("publish", help="write a run's report and plot into a docs tree, with an index")
-    pb.add_argument("run", nargs="?")
-    pb.add_argument("--to", type=Path, required=True)
-    pb.add_argument("--results", type=Path, default=commands.results.DEFAULT_RESULTS)
-    bi = sub.add_parser("base-image", help="make the local Debian base image with debootstrap (no registry)")
-    bi.add_argument("--ref", default="harness-base:bookworm")
-    bi.add_argument("--mirror", help="Debian mirror URL for debootstrap")
-    return p
-
-
-def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "list" or (args.command == "matrix" and args.list):
-        return commands.list_cells(_selection(args), as_json=args.json)
-    if args.command == "doctor":
-        return commands.doctor(args.gpus, args.engine)
-    if args.command == "clean":
-        return commands.clean(args.images)
-    options = images.BuildOptions.from_env(rebuild=args.rebuild, wheelhouse=args.wheelhouse, ca_bundle=args.ca_bundle) \
-        if args.command in ("matrix", "build") else None
-    if args.command == "matrix":
-        return commands.run_matrix(_selection(args), commands.MatrixOptions(
-            engine=args.engine, gpus=args.gpus, ranks=args.ranks, retries=args.retries, results=args.results,
-            run_id=args.run_id, resume=args.resume, timeouts=tuple(args.timeout), jobs=args.jobs, dry_run=args.dry_run,
-            as_json=args.json, build=options))
-    if args.command == "build":
-        return commands.build(_selection(args), options, args.results, args.run_id, args.jobs)
-    if args.command == "report":
-        return commands.report(args.run, args.results, args.out)
-    if args.command == "compare":
-        return commands.compare(args.base, args.new, args.results, args.threshold, args.out)
-    if args.command == "publish":
-        return commands.publish(args.run, args.to, args.results)
-    if args.command == "base-image":
-        return commands.base_image(args.ref, args.mirror)
-    raise AssertionError(args.command)
+from . import __version__
+from .errors import EXIT_BAD_INPUT, HarnessError
 
 
 def guarded(fn: Callable[[], int]) -> int:
@@ -112,6 +31,109 @@ def guarded(fn: Callable[[], int]) -> int:
         return 130
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return guarded(lambda: dispatch(args))
+def _dashed(name: str) -> str:
+    return "--" + name.replace("_", "-") if len(name) > 1 else "-" + name
+
+
+def _closest(word: str, candidates: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+class HarnessProgram(Program):
+    """invoke's Program with a static namespace; its parse errors become exit 2 with a fix."""
+
+    def parse_core(self, argv):
+        with self._parse_errors():
+            super().parse_core(argv)
+
+    def parse_tasks(self) -> None:
+        with self._parse_errors():
+            try:
+                super().parse_tasks()
+            except ParseError as exc:
+                self._help_as_positional([exc.context])
+                raise
+            self._help_as_positional(self.tasks)
+
+    def _help_as_positional(self, contexts) -> None:
+        """`compare --help` or `compare A -h`: invoke's parser takes the flag as BASE or NEW; show the help."""
+        for ctx in contexts:
+            if ctx is not None and any(a.value in ("--help", "-h") for a in ctx.positional_args):
+                self.print_task_help(ctx.name)
+                raise Exit
+
+    def parse_cleanup(self) -> None:
+        with self._parse_errors():
+            super().parse_cleanup()
+
+    @contextlib.contextmanager
+    def _parse_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except ParseError as exc:
+            raise Exit(f"error: {self.explain(exc)}", code=EXIT_BAD_INPUT) from None
+
+    # -- messages ---------------------------------------------------------------------------------------
+
+    def _tasks(self) -> list[str]:
+        return sorted(self.collection.task_names) if getattr(self, "collection", None) else []
+
+    def _help(self, task: str | None = None) -> str:
+        return f"`{self.binary} {task} --help` lists its flags" if task else f"`{self.binary} --list` lists the tasks"
+
+    def explain(self, exc: ParseError) -> str:
+        """One paragraph for a parse error: what was wrong, where, and the fix."""
+        msg, ctx = str(exc), exc.context
+        task = ctx.name if ctx is not None and ctx.name else None
+        unknown = re.fullmatch(r"No idea what '(.*)' is!", msg)
+        if unknown:
+            return self._unknown(unknown.group(1), ctx, task)
+        needed = re.fullmatch(r"Flag <Argument: (\S+).*> needed value and was not given one!", msg)
+        if needed:
+            flag = _dashed(needed.group(1))
+            arg = ctx.flags.get(flag) if ctx is not None and flag in ctx.flags else None
+            what = f" ({arg.help})" if arg is not None and arg.help else ""
+            where = f"`{task}` flag " if task else "flag "
+            return f"{where}{flag} needs a value. Fix: give it one, e.g. {flag} VALUE{what}; {self._help(task)}."
+        missing = re.fullmatch(r"'(.*)' did not receive required positional arguments: (.*)", msg)
+        if missing and ctx is not None:
+            usage = " ".join(a.name.upper() for a in ctx.positional_args)
+            return (f"`{task}` needs {missing.group(2).replace(chr(39), '').upper()}. "
+                    f"Fix: {self.binary} {task} {usage} ...; {self._help(task)}.")
+        return f"{msg} Fix: {self._help(task)}."
+
+    def _unknown(self, token: str, ctx, task: str | None) -> str:
+        if token.startswith("-"):
+            flags = list(ctx.flags.keys()) + list(ctx.inverse_flags.keys()) if ctx is not None else []
+            core = list(self.initial_context.flags.keys())
+            guess = _closest(token, flags) or _closest(token, core)
+            where = f"`{task}` has no flag {token}" if task else f"{self.binary} has no option {token}"
+            listing = self._help(task) if task else f"`{self.binary} --help` lists the options and tasks"
+            if guess:
+                return f"{where}; did you mean {guess}? Fix: use {guess}; {listing}."
+            return f"{where}. Fix: {listing}."
+        if ctx is not None and "--run" in ctx.flags and not ctx.flags["--run"].positional:
+            return (f"`{task}` takes the run as a flag, not as an argument ({token!r}). "
+                    f"Fix: {self.binary} {task} --run {token}.")
+        guess = _closest(token, self._tasks())
+        hint = f"; did you mean {guess}?" if guess else "."
+        where = f" (after `{task}`, which takes no further arguments)" if task else ""
+        return f"no task named {token!r}{where}{hint} Fix: {self._help()}."
+
+
+def program(binary: str = "nccl-harness") -> HarnessProgram:
+    from . import tasks  # imports this module for guarded
+
+    return HarnessProgram(namespace=Collection.from_module(tasks), name="nccl-harness", binary=binary,
+                          version=__version__, binary_names=[binary])
+
+
+def main(argv: Sequence[str] | None = None, binary: str = "nccl-harness") -> int:
+    """The console script and `python -m harness`: run the tasks; invoke exits with the task's code."""
+    try:
+        program(binary).run([binary, *argv] if argv is not None else None)
+    except BrokenPipeError:  # `... --help | head`: the reader left; say nothing more
+        sys.stdout = open(os.devnull, "w")
+        return 141
+    return 0

@@ -3,18 +3,19 @@ differences that explain it (driver, NCCL as loaded). This is the before/after-a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .report import busbw_at, esc, fingerprint, nccl_label, size_label
+from .record import GOOD, CellRecord, Fingerprint
+from .report import esc, size_label
 from .results import RunData
 
-GOOD = ("pass", "n/a")
-FINGERPRINT_FACTS = (
-    ("driver", lambda fp: (fp.get("driver") or {}).get("version")),
-    ("NCCL loaded", lambda fp: (fp.get("nccl_loaded") or {}).get("version")),
-    ("torch", lambda fp: fp.get("torch")),
-    ("Accelerate", lambda fp: fp.get("accelerate")),
-    ("GPUs", lambda fp: ", ".join(g.get("name", "?") for g in fp.get("gpus") or []) or None),
+FINGERPRINT_FACTS: tuple[tuple[str, Callable[[Fingerprint], str | None]], ...] = (
+    ("driver", lambda fp: fp.driver),
+    ("NCCL loaded", lambda fp: fp.nccl_loaded),
+    ("torch", lambda fp: fp.torch),
+    ("Accelerate", lambda fp: fp.accelerate),
+    ("GPUs", lambda fp: ", ".join(fp.gpu_names) or None),
 )
 
 
@@ -32,13 +33,8 @@ class Diff:
         return bool(self.regressions or self.missing)
 
 
-def _status(record: dict) -> str:
-    return record.get("outcome", {}).get("status", "missing")
-
-
-def _host_driver(data: RunData) -> str | None:
-    host = data.run.get("host")
-    return host.get("driver") if isinstance(host, dict) else None
+def _status(record: CellRecord) -> str:
+    return record.status or "missing"
 
 
 def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
@@ -55,11 +51,11 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         a, b = _status(old), _status(cur)
         changed = False
         if a != b:
-            line = f"`{cell_id}`: {a} → {b}" + (f" ({esc(cur['outcome'].get('reason', ''))})" if b not in GOOD else "")
+            line = f"`{cell_id}`: {a} → {b}" + (f" ({esc(cur.reason or '')})" if b not in GOOD else "")
             (d.improvements if b in GOOD and a not in GOOD else d.regressions).append(line)
             changed = True
         elif a == "pass":
-            before, after = busbw_at(old, None), busbw_at(cur, None)
+            before, after = old.busbw_at(None), cur.busbw_at(None)
             if before and after and before[0] == after[0] and before[1] > 0:
                 change = (after[1] - before[1]) / before[1]
                 if abs(change) > threshold:
@@ -73,21 +69,21 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
                 d.fingerprint.append(f"`{cell_id}`: {facts}")
         else:
             d.unchanged += 1
-    driver_a, driver_b = _host_driver(base), _host_driver(new)
+    driver_a, driver_b = base.facts.driver, new.facts.driver
     if driver_a != driver_b:
         d.fingerprint.insert(0, f"host driver: {driver_a} → {driver_b}")
     return d
 
 
-def _fingerprint_changes(old: dict, cur: dict) -> str:
-    fa, fb = fingerprint(old), fingerprint(cur)
+def _fingerprint_changes(old: CellRecord, cur: CellRecord) -> str:
+    fa, fb = old.fingerprint, cur.fingerprint
     parts = []
     for name, get in FINGERPRINT_FACTS:
         x, y = get(fa) if fa else None, get(fb) if fb else None
         if x != y and (x or y):
             parts.append(f"{name} {x} → {y}")
-    if not parts and nccl_label(old) != nccl_label(cur):
-        parts.append(f"NCCL {nccl_label(old)} → {nccl_label(cur)}")
+    if not parts and old.nccl_label != cur.nccl_label:
+        parts.append(f"NCCL {old.nccl_label} → {cur.nccl_label}")
     return "; ".join(parts)
 
 

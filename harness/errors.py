@@ -21,8 +21,8 @@ class HarnessError(Exception):
             self.code = code
 
 
-class MatrixError(HarnessError):
-    """matrix.yaml is malformed: names the file, the key path (and line) and the fix."""
+class FileError(HarnessError):
+    """An input file is malformed: names the file, the key path (and line) and the fix."""
 
     def __init__(self, path: str, key: str, problem: str, fix: str, line: int | None = None) -> None:
         where = f"{path}:{line}" if line else path
@@ -31,7 +31,22 @@ class MatrixError(HarnessError):
         self.path, self.key, self.problem, self.fix, self.line = path, key, problem, fix, line
 
 
+class MatrixError(FileError):
+    """matrix.yaml (or a --matrix file) is malformed."""
+
+
+class HintsError(FileError):
+    """hints.yaml (or the HARNESS_HINTS file) is malformed."""
+
+
 class InfraError(HarnessError):
     """The harness cannot work here (no engine, no debootstrap...): exit 4 with the way out."""
 
     code = EXIT_INFRA
+
+
+class BuildFailed(HarnessError):
+    """An image could not be built (the engine refused, or a Dockerfile step failed): its cells become
+    build-error and the rest of the matrix goes on. str() is the key error line."""
+
+    code = EXIT_CELLS_FAILED

@@ -3,7 +3,9 @@
 Why a data file: the signatures (hints.yaml) change as drivers, NCCL, torch and Accelerate change;
 the matcher here stays small. Why declarative conditions instead of code per hint: a hint must be
 readable and reviewable next to the evidence it cites, and a typo in the data file must fail loudly
-at load time (unknown keys are rejected), not silently never match.
+before a command does any work (`check()`; strict pydantic models, unknown keys refused), not
+silently never match. The file is the packaged hints.yaml, or a site's own file named by the
+environment variable HARNESS_HINTS.
 
 `match(record)` is pure and total: any field of a record may be missing or of the wrong type (old
 records, build-error and n/a cells without attempts) and the answer is then just fewer hints.
@@ -12,27 +14,30 @@ Missing facts make a condition fail, so a hint fires only on evidence.
 
 from __future__ import annotations
 
-import math
+import difflib
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
 from packaging.version import InvalidVersion, Version
+from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
+                      StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic_core import PydanticCustomError
 
-from harness.outcome import ERROR_CLASSES, STATUSES
+from harness import yamlfile
+from harness.errors import HarnessError, HintsError
+from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
 
-__all__ = ["DATA_FILE", "CONDITIONS", "Facts", "Hint", "Rule", "facts", "load", "match"]
+__all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "Facts", "Hint", "HintsError", "Rule", "check", "facts",
+           "hints_file", "load", "match"]
 
 DATA_FILE = Path(__file__).with_name("hints.yaml")
+ENV_VAR = "HARNESS_HINTS"  # a site's own hints file, used instead of DATA_FILE
 
-# supervise.STARTUP plus the workload's phases (supervise.PHASES); not imported, to keep this
-# module free of the engine stack.
-_PHASES = ("startup", "fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
-_HINT_KEYS = ("id", "title", "explanation", "link", "when")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -70,30 +75,6 @@ class Facts:
     texts: tuple[str, ...] = ()
 
 
-def _get(obj: Any, *keys: Any) -> Any:
-    """obj[k1][k2]...; None as soon as a level is missing or not a mapping/list."""
-    for key in keys:
-        if isinstance(obj, Mapping):
-            obj = obj.get(key)
-        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
-            obj = obj[key]
-        else:
-            return None
-    return obj
-
-
-def _dict(obj: Any) -> Mapping:
-    return obj if isinstance(obj, Mapping) else {}
-
-
-def _str(obj: Any) -> str | None:
-    return obj if isinstance(obj, str) and obj else None
-
-
-def _int(obj: Any) -> int | None:
-    return obj if isinstance(obj, int) and not isinstance(obj, bool) else None
-
-
 def version(text: Any) -> Version | None:
     """packaging Version of the part before '+' (2.7.0+cu126 -> 2.7.0); None when not a version."""
     if not isinstance(text, str):
@@ -104,203 +85,103 @@ def version(text: Any) -> Version | None:
         return None
 
 
-def _texts(outcome: Mapping, raw: Mapping) -> tuple[str, ...]:
+def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
     """Where error text lives: outcome reason, rank errors, launcher output, NCCL warnings and log tails."""
-    found: list[Any] = [outcome.get("reason"), raw.get("launcher_tail"), raw.get("infra_reason")]
-    for state in _dict(raw.get("ranks")).values():
-        error = _get(state, "error")
-        found += [_get(error, "type"), _get(error, "message")]
-    for log in _dict(raw.get("nccl")).values():
-        for key in ("warnings", "errors"):
-            items = _get(log, key)
-            found += items if isinstance(items, list) else []
-    found += list(_dict(_get(raw, "forensics", "nccl_tail")).values())
+    found: list[Any] = [outcome.reason if outcome else None, raw.launcher_tail, raw.infra_reason]
+    for state in raw.rank_states.values():
+        found += [state.error.type, state.error.message] if state.error else []
+    for log in raw.nccl_logs.values():
+        found += [*log.warnings, *log.errors]
+    found += raw.nccl_tails
     return tuple(t for t in found if isinstance(t, str) and t)
 
 
-def _env_set(record: Mapping, raw: Mapping, fp: Mapping) -> frozenset[str]:
+def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[str]:
     """Variables set anywhere we can see: the variant, the rank, NCCL's own log, the launcher's change."""
     names = set()
-    for env in [record.get("env"), fp.get("env")] + [_get(log, "env") for log in _dict(raw.get("nccl")).values()]:
-        names |= {k for k, v in _dict(env).items() if isinstance(k, str) and v not in (None, "")}
-    for name, change in _dict(fp.get("nccl_env_changed")).items():
-        if _get(change, "actual") not in (None, ""):
-            names.add(name)
+    for env in [record.env, fp.env] + [log.env for log in raw.nccl_logs.values()]:
+        names |= {k for k, v in env.items() if isinstance(k, str) and v not in (None, "")}
+    names |= {name for name, change in fp.env_changed.items() if change.actual not in (None, "")}
     return frozenset(names)
 
 
-def _memlock(fp: Mapping) -> float | None:
-    soft = _get(fp, "memlock", "soft")
-    if soft == "unlimited":
-        return math.inf
-    return _int(soft)
+def _peer_unverified(fp: Fingerprint) -> bool:
+    return any(p.claimed is True and p.verified not in (None, True) for p in fp.peer_access)
 
 
-def _peer_unverified(fp: Mapping) -> bool:
-    rows = fp.get("peer_access")
-    return any(_get(row, "claimed") is True and _get(row, "verified") not in (None, True)
-               for row in (rows if isinstance(rows, list) else []))
-
-
-def facts(record: Any) -> Facts:
-    """The normalised facts of one cell record; never raises, whatever the record holds."""
-    record = _dict(record)
-    cell = _dict(record.get("cell"))
-    attempts = record.get("attempts")
-    last = _dict(attempts[-1]) if isinstance(attempts, list) and attempts else {}
-    raw = _dict(last.get("raw"))
-    fp = _dict(_get(raw, "phases", "fingerprint", "fingerprint"))
-    outcome = _dict(record.get("outcome")) or _dict(last.get("outcome"))
-
-    gpus = fp.get("gpus") if isinstance(fp.get("gpus"), list) else []
-    names = tuple(n for n in (_str(_get(g, "name")) for g in gpus) if n)
-    counts = [c for c in (_int(fp.get("device_count")), len(gpus) or None) if c]
-
+def facts(record: CellRecord | Any) -> Facts:
+    """The normalised facts of one cell record (a CellRecord, or its JSON); never raises, whatever the
+    record holds: JSON that is not a record's gives no facts, and a missing fact is None or empty."""
+    record = CellRecord.parse(record)
+    if record is None:
+        return Facts()
+    cell, raw = record.cell, record.last_raw
+    fp = raw.fingerprint
+    last = record.last_attempt
+    outcome = record.outcome or (last.outcome if last else None)
     # loaded NCCL: as read inside the rank, else as NCCL logged it, else what the cell asked for
-    candidates = [_get(fp, "nccl_loaded", "version")]
-    candidates += [_get(log, "version") for log in _dict(raw.get("nccl")).values()]
-    nccl = next((v for v in map(version, candidates + [cell.get("nccl")]) if v is not None), None)
+    candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl_logs.values()] + [cell.nccl]
+    nccl = next((v for v in map(version, candidates) if v is not None), None)
     return Facts(
-        status=_str(outcome.get("status")),
-        phase=_str(outcome.get("phase")),
-        error_class=_str(outcome.get("error_class")),
-        launcher=_str(cell.get("launcher")) or _str(fp.get("launcher")),
-        gpu_names=names,
-        gpu_count=max(counts) if counts else None,
-        driver=version(_get(fp, "driver", "version")),
+        status=outcome.status if outcome else None,
+        phase=(outcome.phase or None) if outcome else None,
+        error_class=(outcome.error_class or None) if outcome else None,
+        launcher=cell.launcher or fp.launcher,
+        gpu_names=fp.gpu_names,
+        gpu_count=fp.gpu_count,
+        driver=version(fp.driver),
         versions={
-            "torch": version(fp.get("torch")) or version(cell.get("torch")),
-            "accelerate": version(fp.get("accelerate")) or version(cell.get("accelerate")),
+            "torch": version(fp.torch) or version(cell.torch),
+            "accelerate": version(fp.accelerate) or version(cell.accelerate),
             "nccl_loaded": nccl,
         },
-        shm_bytes=_int(_get(fp, "shm", "bytes")),
-        memlock_soft=_memlock(fp),
+        shm_bytes=fp.shm_bytes,
+        memlock_soft=fp.memlock_soft,
         env_set=_env_set(record, raw, fp),
-        launcher_changed=frozenset(
-            k for k, v in _dict(fp.get("nccl_env_changed")).items()
-            if isinstance(k, str) and _get(v, "expected") != _get(v, "actual")
-        ),
+        launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual),
         peer_unverified=_peer_unverified(fp),
         texts=_texts(outcome, raw),
     )
 
 
 # ---------------------------------------------------------------- the condition vocabulary
-class _Invalid(Exception):
-    """A condition's value is malformed; load() adds the hint id and key."""
-
-
-def _strings(value: Any, allowed: Iterable[str] | None = None) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise _Invalid("must be a non-empty list of strings")
-    if allowed is not None:
-        unknown = [v for v in value if v not in allowed]
-        if unknown:
-            raise _Invalid(f"unknown value(s) {unknown}; known: {', '.join(allowed)}")
-    return tuple(value)
-
-
-def _quoted_version(value: Any) -> Version:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _Invalid(f"version {value!r} must be quoted (YAML reads 2.10 as the number 2.1)")
-    parsed = version(value)
-    if parsed is None:
-        raise _Invalid(f"{value!r} is not a version")
-    return parsed
-
-
-def _range(value: Any) -> tuple[Version | None, Version | None]:
-    if not isinstance(value, Mapping) or not value or set(value) - {"min", "max"}:
-        raise _Invalid("must be a mapping with min and/or max")
-    low = _quoted_version(value["min"]) if "min" in value else None
-    high = _quoted_version(value["max"]) if "max" in value else None
-    if low is not None and high is not None and low > high:
-        raise _Invalid(f"min {low} is above max {high}")
-    return low, high
-
-
-def _positive_int(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise _Invalid("must be a positive integer")
-    return value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _Invalid("must be a non-empty string")
-    return value
-
-
-def _regex(value: Any) -> re.Pattern[str]:
-    try:
-        return re.compile(_text(value), re.IGNORECASE)
-    except re.error as exc:
-        raise _Invalid(f"bad regular expression: {exc}") from None
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid("must be true or false")
-    return value
-
-
-def _in_range(have: Version | None, bounds: tuple[Version | None, Version | None]) -> bool:
-    low, high = bounds
+def _in_range(have: Version | None, bounds: VersionRange) -> bool:
+    low, high = bounds.min, bounds.max
     return have is not None and (low is None or have >= low) and (high is None or have <= high)
 
 
-def _one_of(attr: str, allowed: Iterable[str] | None = None) -> tuple[Callable, Callable]:
-    return (lambda v: _strings(v, allowed), lambda f, want: getattr(f, attr) in want)
+def _one_of(attr: str) -> Callable[[Facts, tuple[str, ...]], bool]:
+    return lambda f, want: getattr(f, attr) in want
 
 
-def _version_range(name: str) -> tuple[Callable, Callable]:
-    return (_range, lambda f, bounds: _in_range(f.versions.get(name), bounds))
+def _version_range(name: str) -> Callable[[Facts, VersionRange], bool]:
+    return lambda f, bounds: _in_range(f.versions.get(name), bounds)
 
 
-# key -> (parse and validate the data file's value, predicate on (Facts, parsed value))
-CONDITIONS: dict[str, tuple[Callable[[Any], Any], Callable[[Facts, Any], bool]]] = {
-    "status": _one_of("status", STATUSES),
-    "phase": _one_of("phase", _PHASES),
-    "error_class": _one_of("error_class", ERROR_CLASSES),
+# key -> predicate on (Facts, the validated value of that key in the data file; see Conditions)
+CONDITIONS: dict[str, Callable[[Facts, Any], bool]] = {
+    "status": _one_of("status"),
+    "phase": _one_of("phase"),
+    "error_class": _one_of("error_class"),
     "launcher": _one_of("launcher"),
-    "gpu_name": (_text, lambda f, want: any(want.lower() in n.lower() for n in f.gpu_names)),
-    "gpu_count_min": (_positive_int, lambda f, n: f.gpu_count is not None and f.gpu_count >= n),
-    "driver_below": (_quoted_version, lambda f, bound: f.driver is not None and f.driver < bound),
+    "gpu_name": lambda f, want: any(want.lower() in n.lower() for n in f.gpu_names),
+    "gpu_count_min": lambda f, n: f.gpu_count is not None and f.gpu_count >= n,
+    "driver_below": lambda f, bound: f.driver is not None and f.driver < bound,
     "torch": _version_range("torch"),
     "accelerate": _version_range("accelerate"),
     "nccl_loaded": _version_range("nccl_loaded"),
-    "shm_below": (_positive_int, lambda f, n: f.shm_bytes is not None and f.shm_bytes < n),
-    "memlock_below": (_positive_int, lambda f, n: f.memlock_soft is not None and f.memlock_soft < n),
-    "text": (_regex, lambda f, rx: any(rx.search(t) for t in f.texts)),
-    "env_unset": (_strings, lambda f, names: not f.env_set.intersection(names)),
-    "launcher_changed": (_strings, lambda f, names: bool(f.launcher_changed.intersection(names))),
-    "peer_unverified": (_bool, lambda f, want: f.peer_unverified is want),
-    # "any" is handled by _parse_when / _holds: a list of condition sets, one of which must hold.
+    "shm_below": lambda f, n: f.shm_bytes is not None and f.shm_bytes < n,
+    "memlock_below": lambda f, n: f.memlock_soft is not None and f.memlock_soft < n,
+    "text": lambda f, rx: any(rx.search(t) for t in f.texts),
+    "env_unset": lambda f, names: not f.env_set.intersection(names),
+    "launcher_changed": lambda f, names: bool(f.launcher_changed.intersection(names)),
+    "peer_unverified": lambda f, want: f.peer_unverified is want,
+    # "any" is handled by _holds: a list of condition sets, one of which must hold.
 }
 
 
-def _parse_when(hint_id: str, when: Any, where: str = "when") -> tuple[tuple[str, Any], ...]:
-    if not isinstance(when, Mapping) or not when:
-        raise ValueError(f"hint {hint_id!r}: {where!r} must be a non-empty mapping of conditions")
-    parsed = []
-    for key, value in when.items():
-        if key == "any":
-            if not isinstance(value, list) or not value:
-                raise ValueError(f"hint {hint_id!r}: key {where}.any must be a non-empty list of condition sets")
-            parsed.append(("any", tuple(_parse_when(hint_id, alt, f"{where}.any[{i}]") for i, alt in enumerate(value))))
-            continue
-        if key not in CONDITIONS:
-            raise ValueError(f"hint {hint_id!r}: unknown condition key {where}.{key!s}; "
-                             f"known: {', '.join([*CONDITIONS, 'any'])}")
-        try:
-            parsed.append((key, CONDITIONS[key][0](value)))
-        except _Invalid as exc:
-            raise ValueError(f"hint {hint_id!r}: key {where}.{key}: {exc}") from None
-    return tuple(parsed)
-
-
 def _holds(conditions: tuple[tuple[str, Any], ...], f: Facts) -> bool:
-    return all(any(_holds(alt, f) for alt in arg) if key == "any" else CONDITIONS[key][1](f, arg)
+    return all(any(_holds(alt, f) for alt in arg) if key == "any" else CONDITIONS[key](f, arg)
                for key, arg in conditions)
 
 
@@ -315,47 +196,251 @@ class Rule:
         return _holds(self.when, f)
 
 
+# ---------------------------------------------------------------- the data file's schema
+_DOC = "the format described at the top of harness/hints.yaml"
+
+
+def _bad(problem: str, fix: str) -> PydanticCustomError:
+    """A validation error worded for a person; yamlfile.translate shows the message and the fix."""
+    # "fix" first: pydantic fills the template key by key, so a "{fix}" inside the problem stays as written
+    return PydanticCustomError("hints", "{problem}", {"fix": fix, "problem": problem})
+
+
+def _a_list(value: Any) -> Any:
+    if not isinstance(value, list):
+        example = f"[{value}]" if isinstance(value, str) else "[a, b]"
+        raise _bad(f"must be a list (got {value!r}).", f"write it as a YAML list, e.g. {example}.")
+    return value
+
+
+def _nonempty(value: Any) -> Any:
+    if not _a_list(value):
+        raise _bad("is an empty list.", "list at least one value, or remove the key.")
+    return value
+
+
+def _allowed(what: str, allowed: tuple[str, ...]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            close = difflib.get_close_matches(value, allowed, n=1)
+            fix = (f"did you mean `{close[0]}`? " if close else "") + f"Use one of: {', '.join(allowed)}."
+            raise _bad(f"unknown {what} `{value}`.", fix)
+        return value
+    return check
+
+
+def _quoted_version(value: Any) -> Version:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = getattr(value, "text", str(value))  # yamlfile.Float remembers "2.10"
+        if text != repr(value):
+            problem = f"is the number {text}, which YAML reads as {value!r}; versions must be quoted strings."
+        else:
+            why = " (YAML reads an unquoted 2.10 as 2.1)" if isinstance(value, float) else ""
+            problem = f"is the number {text}; versions must be quoted strings{why}."
+        raise _bad(problem, f'quote it: "{text}".')
+    parsed = version(value)
+    if parsed is None:
+        raise _bad(f"{value!r} is not a version.", 'write it as a quoted version like "2.26.4".')
+    return parsed
+
+
+def _regex(value: Any) -> re.Pattern[str]:
+    if not isinstance(value, str) or not value:
+        raise _bad(f"must be a regular expression, a non-empty string (got {value!r}).", 'quote it: "...".')
+    try:
+        return re.compile(value, re.IGNORECASE)
+    except re.error as exc:
+        raise _bad(f"{value!r} is not a valid regular expression ({exc}).",
+                   r"correct it (Python re syntax; a literal ( [ { . * + ? | needs a backslash).") from None
+
+
+def _filled(value: str) -> str:
+    if not value.strip():
+        raise _bad("is empty.", "write the text (one or two sentences).")
+    return value
+
+
+def _https(value: str) -> str:
+    if not value.strip().startswith("https://"):
+        raise _bad(f"{value!r} is not an https:// URL.", "link the public page that documents the issue (https://...).")
+    return value
+
+
+def _hint_id(value: str) -> str:
+    if not _ID.match(value):
+        raise _bad(f"id {value!r} is not lower-case letters, digits and '-'.", "write it like `rtx40-p2p-hang`.")
+    return value
+
+
+def _names(what: str | None = None, allowed: tuple[str, ...] | None = None) -> Any:
+    """A non-empty YAML list of strings, each one of `allowed` when given."""
+    item: Any = Annotated[str, StringConstraints(strict=True, min_length=1)]
+    if allowed is not None:
+        item = Annotated[item, AfterValidator(_allowed(what or "value", allowed))]
+    return Annotated[tuple[item, ...], BeforeValidator(_nonempty)]
+
+
+_Text = Annotated[str, StringConstraints(strict=True), AfterValidator(_filled)]
+_Statuses = _names("status", STATUSES)
+_Phases = _names("phase", PHASES)
+_ErrorClasses = _names("error class", ERROR_CLASSES)
+_Strings = _names()
+_PositiveInt = Annotated[int, Field(strict=True, gt=0)]
+_Version = Annotated[Version, PlainValidator(_quoted_version)]
+_Regex = Annotated[re.Pattern, PlainValidator(_regex)]
+
+
+class _Strict(yamlfile.Strict):
+    model_config = ConfigDict(arbitrary_types_allowed=True)  # packaging's Version
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _bad(f"must be a mapping (got {value!r}).", f"write it with the keys {', '.join(cls.model_fields)}.")
+        return value
+
+
+class VersionRange(_Strict):
+    """Inclusive bounds; at least one of them."""
+
+    min: _Version | None = None
+    max: _Version | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VersionRange:
+        if self.min is None and self.max is None:
+            raise _bad("gives neither min nor max.", 'write e.g. {min: "2.24", max: "2.26.4"}.')
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise _bad(f"min {self.min} is above max {self.max}.", "swap them, or correct one.")
+        return self
+
+
+class Conditions(_Strict):
+    """`when:` of a hint: every key given must hold (predicates in CONDITIONS, doc in hints.yaml)."""
+
+    status: _Statuses | None = None
+    phase: _Phases | None = None
+    error_class: _ErrorClasses | None = None
+    launcher: _Strings | None = None
+    gpu_name: Annotated[str, StringConstraints(strict=True, min_length=1)] | None = None
+    gpu_count_min: _PositiveInt | None = None
+    driver_below: _Version | None = None
+    torch: VersionRange | None = None
+    accelerate: VersionRange | None = None
+    nccl_loaded: VersionRange | None = None
+    shm_below: _PositiveInt | None = None
+    memlock_below: _PositiveInt | None = None
+    text: _Regex | None = None
+    env_unset: _Strings | None = None
+    launcher_changed: _Strings | None = None
+    peer_unverified: StrictBool | None = None
+    any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            raise _bad("is empty (null).", f"give `{info.field_name}` a value, or remove the key.")
+        return value
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Conditions:
+        if not self.model_fields_set:
+            raise _bad("has no condition, so the hint would show on every cell.",
+                       f"give at least one of: {', '.join([*CONDITIONS, 'any'])}.")
+        return self
+
+    def pairs(self) -> tuple[tuple[str, Any], ...]:
+        """(key, value) of the conditions given, for _holds; `any` holds the pairs of each alternative."""
+        return tuple((key, tuple(alt.pairs() for alt in self.any) if key == "any" else getattr(self, key))
+                     for key in type(self).model_fields if key in self.model_fields_set)
+
+
+class HintSpec(_Strict):
+    """One entry of `hints:`."""
+
+    id: Annotated[str, StringConstraints(strict=True), AfterValidator(_hint_id)]
+    title: _Text
+    explanation: _Text
+    link: Annotated[_Text, AfterValidator(_https)]
+    when: Conditions
+
+    def rule(self) -> Rule:
+        hint = Hint(self.id, self.title.strip(), " ".join(self.explanation.split()), self.link.strip())
+        return Rule(hint, self.when.pairs())
+
+
+class HintsFile(_Strict):
+    hints: Annotated[list[HintSpec], BeforeValidator(_a_list)]
+
+
 # ---------------------------------------------------------------- loading
-def _rule(index: int, entry: Any, seen: set[str]) -> Rule:
-    if not isinstance(entry, Mapping):
-        raise ValueError(f"hint #{index + 1}: must be a mapping with keys {', '.join(_HINT_KEYS)}")
-    hint_id = entry.get("id")
-    if not isinstance(hint_id, str) or not _ID.match(hint_id):
-        raise ValueError(f"hint #{index + 1}: key 'id' must be lower-case letters, digits and '-', got {hint_id!r}")
-    if hint_id in seen:
-        raise ValueError(f"hint {hint_id!r}: key 'id' is used twice")
-    seen.add(hint_id)
-    unknown = sorted(set(entry) - set(_HINT_KEYS), key=str)
-    if unknown:
-        raise ValueError(f"hint {hint_id!r}: unknown key {unknown[0]!s}; known: {', '.join(_HINT_KEYS)}")
-    for key in ("title", "explanation", "link"):
-        if not isinstance(entry.get(key), str) or not entry[key].strip():
-            raise ValueError(f"hint {hint_id!r}: key {key!r} is missing or empty")
-    if not entry["link"].startswith("https://"):
-        raise ValueError(f"hint {hint_id!r}: key 'link' must be an https:// URL")
-    if "when" not in entry:
-        raise ValueError(f"hint {hint_id!r}: key 'when' is missing")
-    when = _parse_when(hint_id, entry["when"])
-    hint = Hint(hint_id, entry["title"].strip(), " ".join(entry["explanation"].split()), entry["link"].strip())
-    return Rule(hint, when)
+def _key(raw: Any) -> Callable[[tuple], str]:
+    """Key paths name a hint by its id when it has a usable one (`hints[shm-too-small].when.text`),
+    else by its position (`hints[#3]`)."""
+    entries = raw.get("hints") if isinstance(raw, dict) else None
+
+    def key(loc: tuple) -> str:
+        if len(loc) < 2 or loc[0] != "hints" or not isinstance(loc[1], int):
+            return yamlfile.key_text(loc)
+        entry = entries[loc[1]] if isinstance(entries, list) and loc[1] < len(entries) else None
+        hint_id = entry.get("id") if isinstance(entry, dict) else None
+        label = hint_id if isinstance(hint_id, str) and _ID.match(hint_id) else f"#{loc[1] + 1}"
+        rest = yamlfile.key_text(loc[2:])
+        return f"hints[{label}]" + (f".{rest}" if rest else "")
+
+    return key
+
+
+def hints_file() -> Path:
+    """The hints file in use: $HARNESS_HINTS when set (a site's own known issues), else the packaged one."""
+    own = os.environ.get(ENV_VAR, "").strip()
+    return Path(own).expanduser() if own else DATA_FILE
 
 
 def load(path: str | Path | None = None) -> list[Rule]:
-    """Read and validate a hints file (default: the packaged hints.yaml); ValueError names hint and key."""
-    path = Path(path) if path is not None else DATA_FILE
+    """Read and validate a hints file (default: hints_file()); HintsError names file:line, key and fix."""
+    path = Path(path) if path is not None else hints_file()
+    from_env = f" (named by {ENV_VAR})" if path != DATA_FILE and path == hints_file() else ""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, Mapping) or set(data) != {"hints"} or not isinstance(data["hints"], list):
-        raise ValueError(f"{path}: must be a mapping with the single key 'hints' holding a list")
-    seen: set[str] = set()
-    return [_rule(i, entry, seen) for i, entry in enumerate(data["hints"])]
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
+                           f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{path}: cannot be read{from_env} ({exc}). Fix: check the file and its permissions.") from None
+    raw, lines = yamlfile.parse(text, path, HintsError)
+    ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
+    if not isinstance(raw, dict):
+        raise ctx.error((), "must be a mapping with the single key `hints` holding a list.",
+                        f"start the file with `hints:` (see {DATA_FILE}).")
+    try:
+        spec = HintsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise yamlfile.translate(exc, ctx, HintsFile, _DOC) from None
+    first_line: dict[str, int | None] = {}
+    for i, entry in enumerate(spec.hints):
+        if entry.id in first_line:
+            raise ctx.error(("hints", i, "id"), f"id `{entry.id}` is used twice (first at line {first_line[entry.id]}).",
+                            "give every hint an id of its own.")
+        first_line[entry.id] = ctx.line(("hints", i, "id"))
+    return [entry.rule() for entry in spec.hints]
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)
+def _rules(path: Path) -> tuple[Rule, ...]:
+    return tuple(load(path))
+
+
 def _default_rules() -> tuple[Rule, ...]:
-    return tuple(load())
+    return _rules(hints_file())
+
+
+def check(path: str | Path | None = None) -> None:
+    """Validate the hints file in use (or `path`) before a command does any work: a bad file is a
+    HintsError (exit 2) naming file:line, key and fix, never a traceback after a whole run."""
+    _rules(Path(path) if path is not None else hints_file())
 
 
 def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Hint]:

@@ -7,9 +7,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import __version__, proc
-
-REPO = Path(__file__).resolve().parent.parent
+from . import REPO_ROOT, __version__, proc
 
 
 def _run(argv: list[str], timeout: float = 20) -> str | None:
@@ -43,8 +41,9 @@ def driver_version() -> str | None:
     return None
 
 
-def facts(engine: Any = None) -> dict[str, Any]:
-    """Everything run.json says about the host; each fact None where it cannot be read."""
+def facts(engine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything run.json says about the host, with the engine's own facts (Engine.facts); each fact
+    None where it cannot be read."""
     gpus = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
     info: dict[str, Any] = {
         "hostname": platform.node(),
@@ -55,15 +54,8 @@ def facts(engine: Any = None) -> dict[str, Any]:
         "topo": _run(["nvidia-smi", "topo", "-m"]),
         "topo_p2p_read": _run(["nvidia-smi", "topo", "-p2p", "r"]),
         "harness_version": __version__,
-        "git_commit": _run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"]),
+        "git_commit": _run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"]),
     }
-    if engine is not None and getattr(engine, "name", "") == "docker":
-        try:
-            version, details = engine.client.version(), engine.client.info()
-            info["engine"] = {"name": "docker", "version": version.get("Version"),
-                              "api": version.get("ApiVersion"), "runtimes": sorted(details.get("Runtimes", {}))}
-        except Exception:  # noqa: BLE001
-            info["engine"] = {"name": "docker"}
-    elif engine is not None:
-        info["engine"] = {"name": engine.name}
+    if engine is not None:
+        info["engine"] = engine
     return info

@@ -16,17 +16,18 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import jinja2
 
-from . import __version__, baseimage, compat, wheelhouse
-from .engines.docker import LABEL, BuildFailed, DockerEngine
+from . import WORKLOAD_DIR, __version__, baseimage, compat, wheelhouse
+from .engines.docker import LABEL, DockerEngine
 from .errors import HarnessError
 from . import matrix
-from .matrix import REPO_ROOT, Stack
+from .matrix import Stack
 from .progress import Progress
+from .record import BuildStatus
 
-WORKLOAD_DIR = REPO_ROOT / "harness" / "workload"
 IMAGE_REPO = "nccl-harness"
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 CA_NAME = "harness-ca.crt"
@@ -66,10 +67,11 @@ class BuildContext:
 class BuildResult:
     stack_id: str
     tag: str
-    status: str  # built | cached | build-error
+    status: BuildStatus
     reason: str = ""
     seconds: float = 0.0
     log: str = ""
+    image_id: str = ""  # the engine's id of the image, once it exists
 
     @property
     def ok(self) -> bool:
@@ -219,6 +221,14 @@ def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
     return render(stack, options, wheels)
 
 
+def plan(stacks: list[Stack], engine: DockerEngine, options: BuildOptions) -> Iterator[tuple[Stack, str, bool]]:
+    """(stack, tag, cached) for each stack, as build_all would decide it; builds nothing."""
+    with tempfile.TemporaryDirectory(prefix="harness-dry-") as tmp:
+        for stack in stacks:
+            tag = prepare(stack, options, Path(tmp) / "pip.log").tag
+            yield stack, tag, engine.image_exists(tag) and not options.rebuild
+
+
 def build_all(
     stacks: list[Stack], engine: DockerEngine, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1
 ) -> dict[str, BuildResult]:
@@ -250,9 +260,7 @@ def build_all(
                                  buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
                                  on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
-        except (BuildFailed, HarnessError) as exc:
-            if isinstance(exc, HarnessError) and exc.code not in (2, 4):
-                raise
+        except HarnessError as exc:  # BuildFailed, a wheelhouse that pip could not fill, a bad template
             result = BuildResult(stack.id, tag, "build-error", str(exc), time.monotonic() - started, str(log))
         progress.say(f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
                      + (f" - {result.reason}" if result.reason else ""))

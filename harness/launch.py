@@ -24,10 +24,25 @@ class Launch:
         return dict(self.env)
 
 
+# The supervisor decides hangs, always: torch's process-group timeout (its NCCL watchdog) must not turn a
+# hang into a dead rank first. Seen on 2x H200 with the group timeout at timeouts.init (90 s): a rank
+# stopped in `prepare` made the peer's watchdog fire at 90 s, before the 120 s `prepare` threshold, and
+# torch versions that tear the process down on it turned the seed case (a P2P hang in prepare) into
+# "fail: killed". So the group timeout is the longest stall threshold plus room for forensics and kill.
+PG_TIMEOUT_MARGIN_S = 60
+
+
+def process_group_timeout(m: Matrix) -> int:
+    """Seconds for init_process_group's timeout: past every phase's stall threshold, so the supervisor's
+    verdict comes first (the cell's hard cap may be shorter still; then the cap decides)."""
+    phases = m.timeouts.model_dump(exclude={"cell"})
+    return int(max(phases.values()) + PG_TIMEOUT_MARGIN_S)
+
+
 def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
     sizes = ",".join(str(s) for s in m.bandwidth_sizes)
     args = ["--out", out, "--device", device, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
-            "--init-timeout", str(int(max(m.timeouts.init, 30))), "--expect-env", json.dumps(expect_env, sort_keys=True)]
+            "--init-timeout", str(process_group_timeout(m)), "--expect-env", json.dumps(expect_env, sort_keys=True)]
     if sizes:
         args += ["--sizes", sizes]
     return args + list(extra)

@@ -12,15 +12,16 @@ import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from . import compat
+from . import REPO_ROOT, compat, yamlfile
 from .errors import HarnessError, MatrixError
+from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
+from .yamlfile import Ctx
+from .yamlfile import Strict as _Strict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = REPO_ROOT / "images"
 DEFAULT_GPU_MATRIX = REPO_ROOT / "matrix.yaml"
 DEFAULT_CPU_MATRIX = REPO_ROOT / "matrix-cpu.yaml"
@@ -29,7 +30,6 @@ STACK_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_in
 REQUIRED_STACK_KEYS = ("cuda", "torch", "accelerate")
 CELL_KEYS = STACK_KEYS + ("variant", "launcher")
 FILTER_KEYS = CELL_KEYS + ("nccl_via", "id", "stack")
-LAUNCHERS = ("accelerate", "torchrun")
 
 BUILTIN_VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
@@ -56,10 +56,6 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 # ---------------------------------------------------------------- schema (pydantic, unknown keys rejected)
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Timeouts(_Strict):
@@ -103,7 +99,7 @@ class MatrixFile(_Strict):
     description: str = ""
     stacks: StackAxes
     variants: list[str] = ["default"]
-    launchers: list[Literal["accelerate", "torchrun"]] = ["accelerate"]
+    launchers: list[Launcher] = ["accelerate"]
     exclude: list[dict[str, str]] = []
     define: Define = Define()
     timeouts: Timeouts = Timeouts()
@@ -192,66 +188,6 @@ class Matrix:
         return tuple(c for c in self.cells if c.na_reason is None)
 
 
-# ---------------------------------------------------------------- YAML with line numbers and honest floats
-
-
-class _Float(float):
-    """A YAML float that remembers how it was written, so '12.10' can be quoted back to the user."""
-
-    text: str
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _Float:
-    value = _Float(yaml.SafeLoader.construct_yaml_float(loader, node))
-    value.text = node.value
-    return value
-
-
-_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
-
-
-def _node_lines(node: yaml.Node | None, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    out = {} if out is None else out
-    if node is None:
-        return out
-    out[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _node_lines(value, path + (key.value,), out)
-            out[path + (key.value,)] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _node_lines(item, path + (i,), out)
-    return out
-
-
-def _key(path: tuple) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-class _Ctx:
-    """Where errors point: the file and the line of every key path."""
-
-    def __init__(self, path: Path, lines: dict[tuple, int]) -> None:
-        self.path, self.lines = path, lines
-
-    def line(self, loc: tuple) -> int | None:
-        for n in range(len(loc), -1, -1):
-            if loc[:n] in self.lines:
-                return self.lines[loc[:n]]
-        return None
-
-    def error(self, loc: tuple, problem: str, fix: str) -> MatrixError:
-        return MatrixError(str(self.path), _key(loc), problem, fix, self.line(loc))
-
-
 # ---------------------------------------------------------------- loading and validation
 
 
@@ -267,18 +203,8 @@ def load(path: str | Path) -> Matrix:
         ) from None
     except OSError as exc:
         raise HarnessError(f"{path}: cannot be read ({exc.strerror}). Fix: check its permissions.") from None
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        raw = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise MatrixError(str(path), "", f"is not valid YAML ({problem}).", "correct the YAML syntax.", line) from None
-    finally:
-        loader.dispose()
-    ctx = _Ctx(path, _node_lines(node))
+    raw, lines = yamlfile.parse(text, path)
+    ctx = Ctx(path, lines)
     if not isinstance(raw, dict):
         raise ctx.error((), "must be a mapping with at least a `stacks` key.", "see the matrix.yaml format in README.md.")
     try:
@@ -286,14 +212,6 @@ def load(path: str | Path) -> Matrix:
     except ValidationError as exc:
         raise _translate(exc, ctx) from None
     return _build(spec, path, hashlib.sha256(text.encode()).hexdigest(), ctx)
-
-
-def _loc(error: dict) -> tuple:
-    """The key path of a pydantic error, without the union member names pydantic appends."""
-    loc = tuple(error["loc"])
-    while loc and loc[-1] in ("str", "int", "float"):
-        loc = loc[:-1]
-    return loc
 
 
 def _not_a_string(value: bool | float | int, in_env: bool) -> tuple[str, str]:
@@ -312,43 +230,15 @@ def _not_a_string(value: bool | float | int, in_env: bool) -> tuple[str, str]:
     return f"is the number {text}; versions and names must be strings.", f'quote it: "{text}".'
 
 
-def _known_keys(loc: tuple) -> list[str]:
-    model: Any = MatrixFile
-    for part in loc[:-1]:
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            model = model.model_fields[part].annotation if part in model.model_fields else None
-        elif typing.get_origin(model) in (list, dict):
-            model = typing.get_args(model)[-1]
-        if model is None:
-            return []
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return list(model.model_fields)
-    return []
+def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
+    value = error.get("input")
+    if error["type"] in ("string_type", "int_type") and isinstance(value, (bool, float, int)):
+        return _not_a_string(value, "env" in loc)
+    return None
 
 
-def _translate(exc: ValidationError, ctx: _Ctx) -> MatrixError:
-    errors = sorted(exc.errors(), key=lambda e: ctx.line(_loc(e)) or 0)
-    first = errors[0]
-    loc, kind, value = _loc(first), first["type"], first.get("input")
-    if kind in ("string_type", "int_type") and isinstance(value, (bool, float, int)):
-        problem, fix = _not_a_string(value, "env" in loc)
-    elif kind == "extra_forbidden":
-        known = _known_keys(loc)
-        hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        fix = f"did you mean `{hint[0]}`? " if hint else ""
-        fix += f"Known keys here: {', '.join(known)}." if known else "remove it."
-        problem = f"unknown key `{loc[-1]}`."
-    elif kind == "missing":
-        problem, fix = "is required but missing.", f"add `{loc[-1]}:` (see the matrix.yaml format in README.md)."
-    elif kind == "literal_error":
-        problem = f"{first['input']!r} is not allowed ({first['msg']})."
-        fix = "use one of the values listed."
-    else:
-        problem = f"{first['msg']} (got {first.get('input')!r})."
-        fix = "correct the value (see the matrix.yaml format in README.md)."
-    if len(errors) > 1:
-        fix += f" ({len(errors) - 1} more problem(s) after this one.)"
-    return ctx.error(loc, problem, fix)
+def _translate(exc: ValidationError, ctx: Ctx) -> MatrixError:
+    return yamlfile.translate(exc, ctx, MatrixFile, "the matrix.yaml format in README.md", _special)
 
 
 def parse_size(value: int | str) -> int:
@@ -372,7 +262,7 @@ def _parse_nccl(text: str) -> tuple[str, str]:
     return version, via
 
 
-def _check_axes(spec: MatrixFile, ctx: _Ctx) -> None:
+def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
     axes = spec.stacks
     for key, values in axes.matrix.items():
         if key not in STACK_KEYS:
@@ -401,7 +291,7 @@ def _check_axes(spec: MatrixFile, ctx: _Ctx) -> None:
         raise ctx.error(("stacks",), "defines no stack.", "give `stacks.matrix` axes or `stacks.include` entries.")
 
 
-def _variants(spec: MatrixFile, ctx: _Ctx) -> dict[str, Variant]:
+def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
     defined = {
         name: Variant(name, tuple(sorted(env.items())), BUILTIN_DESCRIPTIONS[name]) for name, env in BUILTIN_VARIANTS.items()
     }
@@ -452,7 +342,7 @@ def template_path(name: str) -> Path:
     return IMAGES_DIR / f"{name}.Dockerfile.j2"
 
 
-def _stack(raw: dict[str, str], loc: tuple, ctx: _Ctx) -> Stack:
+def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
     missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
     if missing:
         raise ctx.error(loc, f"a stack {raw} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
@@ -491,7 +381,7 @@ def _stack_loc(raw: dict[str, str], spec: MatrixFile) -> tuple:
     return ("stacks", "matrix")
 
 
-def _build(spec: MatrixFile, path: Path, sha: str, ctx: _Ctx) -> Matrix:
+def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
     _check_axes(spec, ctx)
     variants = _variants(spec, ctx)
     raw_stacks = expand_axes(spec.stacks.matrix, spec.stacks.include, spec.stacks.exclude)

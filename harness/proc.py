@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import HarnessError, InfraError
+from .errors import InfraError
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,10 @@ def spawn(argv: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.
 
 
 def check(result: Completed, what: str, hint: str) -> Completed:
-    """Turn a failed Completed into a HarnessError that says which of the two ways it failed."""
+    """Turn a failed Completed into an InfraError that says which of the two ways it failed."""
     if result.timed_out:
-        raise HarnessError(f"{what} timed out ({' '.join(result.argv[:3])} ...). {hint}", code=4)
+        raise InfraError(f"{what} timed out ({' '.join(result.argv[:3])} ...). {hint}")
     if result.returncode != 0:
         tail = "\n".join(result.output.strip().splitlines()[-5:])
-        raise HarnessError(f"{what} exited with code {result.returncode}: {tail} {hint}", code=4)
+        raise InfraError(f"{what} exited with code {result.returncode}: {tail} {hint}")
     return result

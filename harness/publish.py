@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import report
 from .errors import HarnessError
+from .record import BandwidthRow
 from .results import RunData
 
 INDEX = "index.md"
@@ -25,18 +26,18 @@ def plot(data: RunData, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows: dict[str, list[tuple[str, list[dict]]]] = {}
+    rows: dict[str, list[tuple[str, list[BandwidthRow]]]] = {}
     for cell_id, record in sorted(data.records.items()):
-        bw = [r for r in report.bandwidth_rows(record) if r.get("busbw_gbs")]
-        if record.get("outcome", {}).get("status") == "pass" and bw:
-            key = " · ".join(str(x) for x in report._row_key(record))
-            rows.setdefault(key, []).append((record.get("cell", {}).get("variant", cell_id), bw))
+        bw = [r for r in record.bandwidth_rows if r.busbw_gbs]
+        if record.status == "pass" and bw:
+            key = " · ".join(record.row_key)
+            rows.setdefault(key, []).append((record.cell.variant or cell_id, bw))
     if not rows:
         return False
     fig, axes = plt.subplots(len(rows), 1, figsize=(8, 3.2 * len(rows)), squeeze=False)
     for ax, (title, lines) in zip(axes[:, 0], rows.items()):
         for label, bw in lines:
-            ax.plot([r["bytes"] for r in bw], [r["busbw_gbs"] for r in bw], marker="o", label=label)
+            ax.plot([r.bytes for r in bw], [r.busbw_gbs for r in bw], marker="o", label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("busbw (GB/s)")
@@ -51,8 +52,7 @@ def plot(data: RunData, path: Path) -> bool:
 
 def publish(data: RunData, docs: Path) -> Path:
     """Write <docs>/<host>/<run-id>.md (+ .png) and rebuild <docs>/index.md; returns the report path."""
-    host = data.run.get("host")
-    hostname = (host.get("hostname") if isinstance(host, dict) else host) or "unknown-host"
+    hostname = data.facts.hostname or "unknown-host"
     folder = docs / slug(hostname)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -66,9 +66,9 @@ def publish(data: RunData, docs: Path) -> Path:
     page.write_text(text)
     counts: dict[str, int] = {}
     for record in data.records.values():
-        status = record.get("outcome", {}).get("status", "missing")
+        status = record.status or "missing"
         counts[status] = counts.get(status, 0) + 1
-    started = data.run.get("started", "")
+    started = data.facts.started or ""
     (folder / f"{data.run_id}.json").write_text(json.dumps({"run": data.run_id, "started": started, "counts": counts}))
     write_index(docs)
     return page

@@ -4,15 +4,15 @@ that reruns it. Pure: it reads RunData and returns text, so old runs re-render w
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from . import hints
+from .record import MEASURED, STATUSES, CellFields, CellRecord, RunFacts, Status
 from .results import RunData
 
-SYMBOLS = {
+SYMBOLS: dict[Status | str, str] = {  # every status, and "missing" for a record that cannot be read
     "pass": "✅ pass",
     "wrong": "⚠️ wrong",
     "hang": "⏳ hang",
@@ -24,7 +24,7 @@ SYMBOLS = {
     "n/a": "— n/a",
     "missing": "❓ missing",
 }
-ROW_KEYS = ("cuda", "nccl", "torch", "accelerate", "launcher")
+assert set(SYMBOLS) == {*STATUSES, "missing"}
 
 
 def esc(text: Any) -> str:
@@ -37,49 +37,6 @@ def size_label(nbytes: int) -> str:
         if nbytes >= factor and nbytes % factor == 0:
             return f"{nbytes // factor} {unit}"
     return f"{nbytes} B"
-
-
-def last_raw(record: dict) -> dict:
-    attempts = record.get("attempts") or []
-    return (attempts[-1].get("raw") or {}) if attempts else {}
-
-
-def fingerprint(record: dict) -> dict:
-    return ((last_raw(record).get("phases") or {}).get("fingerprint") or {}).get("fingerprint") or {}
-
-
-def bandwidth_rows(record: dict) -> list[dict]:
-    return ((last_raw(record).get("phases") or {}).get("bandwidth") or {}).get("rows") or []
-
-
-def transports(record: dict) -> list[str]:
-    """Transport kinds NCCL used, over every rank's log (empty for gloo and for one rank)."""
-    kinds: dict[str, None] = {}
-    for summary in (last_raw(record).get("nccl") or {}).values():
-        for kind in (summary or {}).get("transports") or {}:
-            kinds[kind] = None
-    return list(kinds)
-
-
-def nccl_label(record: dict) -> str:
-    """NCCL as loaded when the cell got that far, else as asked for."""
-    cell = record.get("cell", {})
-    if cell.get("cuda") == "cpu":
-        return "gloo (CPU)"
-    via = cell.get("nccl_via", "bundled")
-    loaded = (fingerprint(record).get("nccl_loaded") or {}).get("version")
-    version = loaded or (cell.get("nccl") if cell.get("nccl") not in (None, "bundled") else None)
-    how = {"bundled": "bundled", "pip": "pip", "system": "system"}.get(via, via)
-    return f"{version} ({how})" if version else how
-
-
-def busbw_at(record: dict, size: int | None) -> tuple[int, float] | None:
-    rows = [r for r in bandwidth_rows(record) if r.get("busbw_gbs")]
-    if not rows:
-        return None
-    exact = [r for r in rows if r.get("bytes") == size]
-    row = exact[0] if exact else max(rows, key=lambda r: r.get("bytes", 0))
-    return row["bytes"], row["busbw_gbs"]
 
 
 @dataclass(frozen=True)
@@ -98,83 +55,91 @@ class _Notes:
         return self.by_text[text].number
 
 
-def _cell_text(record: dict | None, problem: str | None, ref: int | None, notes: _Notes) -> str:
+def _cell_text(record: CellRecord | None, problem: str | None, ref: int | None, notes: _Notes) -> str:
     if record is None:
         return f"{SYMBOLS['missing']} (note {notes.add(f'record missing or unreadable: {problem}')})"
-    out = record.get("outcome", {})
-    status = out.get("status", "missing")
+    status = record.status or "missing"
     text = SYMBOLS.get(status, status)
-    if status in ("pass", "slow"):
-        bw = busbw_at(record, ref)
+    if status in MEASURED:
+        bw = record.busbw_at(ref)
         if bw:
             text += f" {bw[1]:.1f} GB/s"
-        kinds = transports(record)
-        if kinds:
-            text += f" via {'+'.join(kinds)}"
+        if record.transports:
+            text += f" via {'+'.join(record.transports)}"
     elif status == "hang":
-        note = notes.add(f"hang in {out.get('phase')}: {out.get('reason')}")
-        text += f" in {out.get('phase')} (note {note})"
+        note = notes.add(f"hang in {record.phase}: {record.reason}")
+        text += f" in {record.phase} (note {note})"
     elif status == "fail":
-        text += f" {out.get('error_class') or ''} in {out.get('phase')} (note {notes.add(str(out.get('reason')))})"
+        text += f" {record.error_class or ''} in {record.phase} (note {notes.add(str(record.reason))})"
     elif status in ("wrong", "build-error", "infra-error", "interrupted"):
-        text += f" (note {notes.add(str(out.get('reason')))})"
+        text += f" (note {notes.add(str(record.reason))})"
     return text
-
-
-def _row_key(record: dict) -> tuple[str, ...]:
-    cell = record.get("cell", {})
-    return (cell.get("cuda", "?"), nccl_label(record), cell.get("torch", "?"), cell.get("accelerate", "?"),
-            cell.get("launcher", "accelerate"))
 
 
 def reference_size(data: RunData) -> int | None:
     """The largest size every passing cell measured: bandwidth is compared at one size."""
-    sizes = [{r["bytes"] for r in bandwidth_rows(rec) if r.get("busbw_gbs")} for rec in data.records.values()]
+    sizes = [{r.bytes for r in rec.bandwidth_rows if r.busbw_gbs} for rec in data.records.values()]
     sizes = [s for s in sizes if s]
     common = set.intersection(*sizes) if sizes else set()
     return max(common) if common else None
 
 
-def _recommend(cells: dict[str, dict], ref: int | None) -> str:
-    passing = {v: r for v, r in cells.items() if r and r.get("outcome", {}).get("status") == "pass"}
+def _recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
+    passing = {v: r for v, r in cells.items() if r.status == "pass"}
     if not passing:
         return "no variant passes"
-    speeds = {v: (busbw_at(r, ref) or (0, 0.0))[1] for v, r in passing.items()}
+    speeds = {v: (r.busbw_at(ref) or (0, 0.0))[1] for v, r in passing.items()}
     best = max(speeds, key=lambda v: speeds[v])
     return f"{best} ({speeds[best]:.1f} GB/s)" if speeds[best] else f"{best} (passes; no bus bandwidth with one rank)"
 
 
-def rerun_command(record: dict, run: dict) -> str:
-    matrix_path = (run.get("matrix") or {}).get("path", "matrix.yaml")
-    cell = record.get("cell", {})
-    engine = " --engine host" if cell.get("base") == "host" else ""
-    gpus = run.get("gpus") or []
-    gpu_flag = f" --gpus {','.join(gpus)}" if gpus and cell.get("cuda") != "cpu" else ""
-    return f"invoke matrix --matrix {matrix_path}{engine}{gpu_flag} --only '{cell.get('id')}'"
+def rerun_command(record: CellRecord, run: RunFacts) -> str:
+    """The `invoke matrix` line that reruns exactly this cell, as this run ran it."""
+    engine = " --engine host" if record.cell.is_host else ""
+    gpu_flag = f" --gpus {','.join(run.gpus)}" if run.gpus and not record.cell.is_cpu else ""
+    return f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag} --only '{record.id}'"
 
 
 def _header(data: RunData) -> list[str]:
-    run, host = data.run, data.run.get("host") or {}
-    if isinstance(host, str):  # early run.json files held the hostname only
-        host = {"hostname": host}
-    engine = host.get("engine") or {"name": run.get("engine")}
-    gpus = host.get("gpus") or []
-    gpu_text = ", ".join(f"{n} × {g}" for g, n in Counter(gpus).items()) if gpus else "none"
+    run = data.facts
+    gpu_text = ", ".join(f"{n} × {g}" for g, n in Counter(run.host_gpus).items()) if run.host_gpus else "none"
     rows = [
-        ("Host", host.get("hostname")),
-        ("OS", host.get("os")),
-        ("Driver", host.get("driver") or "no NVIDIA driver"),
-        ("GPUs", gpu_text + (f" (cells used {', '.join(run['gpus'])})" if run.get("gpus") else "")),
-        ("Engine", " ".join(str(x) for x in (engine.get("name"), engine.get("version")) if x)
-         + (f" (runtimes: {', '.join(engine['runtimes'])})" if engine.get("runtimes") else "")),
-        ("Harness", f"{host.get('harness_version') or run.get('harness_version')} (commit {host.get('git_commit') or '?'})"),
-        ("Matrix", f"{(run.get('matrix') or {}).get('path')} (sha256 {str((run.get('matrix') or {}).get('sha256'))[:12]})"),
-        ("Run", f"{data.run_id}, started {run.get('started', '?')}"),
+        ("Host", run.hostname),
+        ("OS", run.os),
+        ("Driver", run.driver or "no NVIDIA driver"),
+        ("GPUs", gpu_text + (f" (cells used {', '.join(run.gpus)})" if run.gpus else "")),
+        ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x)
+         + (f" (runtimes: {', '.join(run.engine_runtimes)})" if run.engine_runtimes else "")),
+        ("Harness", f"{run.harness_version} (commit {run.git_commit or '?'})"),
+        ("Matrix", f"{run.matrix_path} (sha256 {str(run.matrix_sha256)[:12]})"),
+        ("Run", f"{data.run_id}, started {run.started or '?'}"),
     ]
-    title = f"# NCCL / Accelerate compatibility on {host.get('hostname') or '?'}"
-    lines = [title, "", f"Rendered {time.strftime('%Y-%m-%d %H:%M %Z')} from `{data.path}`.", "", "| | |", "| --- | --- |"]
+    # Everything here comes from the run's own files (no clock, no local path): the same run renders
+    # to the same bytes, wherever and whenever.
+    title = f"# NCCL / Accelerate compatibility on {run.hostname or '?'}"
+    lines = [title, "", f"Results of run `{data.run_id}`, started {run.started or '?'}.", "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {esc(v if v is not None else '?')} |" for k, v in rows]
     return lines
+
+
+def _place_unreadable(data: RunData, rows: dict[tuple[str, ...], dict[str, CellRecord]],
+                      variants: list[str]) -> dict[tuple[tuple[str, ...], str], str]:
+    """(row, variant) of every cell whose record is missing or corrupt, from run.json's cell fields: the
+    row of its stack and launcher where another cell of them has one, else a row of its own. A cell
+    that run.json names only by id (early runs) is not placed; the list of unreadable records names it."""
+    missing: dict[tuple[tuple[str, ...], str], str] = {}
+    for cell_id, problem in data.problems.items():
+        cell: CellFields | None = data.facts.cells.get(cell_id)
+        if cell is None:
+            continue
+        keys = [key for key, cells in rows.items()
+                if any(r.cell.stack == cell.stack and r.cell.launcher == cell.launcher for r in cells.values())]
+        for key in keys or [cell.row_key()]:
+            rows.setdefault(key, {})
+            missing[(key, cell.variant or "?")] = problem
+        if (cell.variant or "?") not in variants:
+            variants.append(cell.variant or "?")
+    return missing
 
 
 def render(data: RunData) -> str:
@@ -182,23 +147,13 @@ def render(data: RunData) -> str:
     notes = _Notes()
     ref = reference_size(data)
     variants: list[str] = []
-    rows: dict[tuple[str, ...], dict[str, dict]] = {}
-    for cell_id, record in data.records.items():
-        cell = record.get("cell", {})
-        variant = cell.get("variant", "?")
+    rows: dict[tuple[str, ...], dict[str, CellRecord]] = {}
+    for record in data.records.values():
+        variant = record.cell.variant or "?"
         if variant not in variants:
             variants.append(variant)
-        rows.setdefault(_row_key(record), {})[variant] = record
-    missing: dict[tuple[tuple[str, ...], str], str] = {}
-    for cell_id, problem in data.problems.items():
-        stack, _, rest = cell_id.partition("+")
-        variant = rest.split("+")[0]
-        launcher = "torchrun" if rest.endswith("+torchrun") else "accelerate"
-        for key, cells in rows.items():
-            if any(r.get("cell", {}).get("stack") == stack and key[-1] == launcher for r in cells.values()):
-                missing[(key, variant)] = problem
-                if variant not in variants:
-                    variants.append(variant)
+        rows.setdefault(record.row_key, {})[variant] = record
+    missing = _place_unreadable(data, rows, variants)
     lines = _header(data)
     lines += ["", "## Compatibility", ""]
     legend = " · ".join(v for k, v in SYMBOLS.items() if k != "missing")
@@ -228,34 +183,32 @@ def render(data: RunData) -> str:
                          f"{' …' if len(cells) > 6 else ''}). {hint.explanation} [{hint.link}]({hint.link})")
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
-        lines += _detail(cell_id, data.records[cell_id], data.run)
+        lines += _detail(cell_id, data.records[cell_id], data.facts)
     return "\n".join(lines) + "\n"
 
 
-def _detail(cell_id: str, record: dict, run: dict) -> list[str]:
-    out = record.get("outcome", {})
-    lines = [f"### {cell_id}", "", f"{SYMBOLS.get(out.get('status'), out.get('status'))}: {esc(out.get('reason', ''))}"
-             + (f" ({out.get('seconds', 0):.0f} s)" if out.get("seconds") else ""), ""]
-    env = record.get("env") or {}
-    fp = fingerprint(record)
-    facts = [("NCCL variables", " ".join(f"{k}={v}" for k, v in env.items()) or "none"),
-             ("NCCL compiled / loaded", f"{fp.get('nccl_compiled', '?')} / {(fp.get('nccl_loaded') or {}).get('version', '?')}"
-              if fp and record.get("cell", {}).get("cuda") != "cpu" else None),
-             ("torch / Accelerate", f"{fp.get('torch')} / {fp.get('accelerate')}" if fp else None),
-             ("launcher changed", ", ".join(f"{k}: {v.get('expected')} → {v.get('actual')}"
-                                            for k, v in (fp.get("nccl_env_changed") or {}).items()) or "nothing" if fp else None),
-             ("attempts", str(len(record.get("attempts") or []))),
-             ("image", (record.get("image") or {}).get("tag"))]
+def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
+    lines = [f"### {cell_id}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
+             + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
+    fp = record.fingerprint
+    facts = [("NCCL variables", " ".join(f"{k}={v}" for k, v in record.env.items()) or "none"),
+             ("NCCL compiled / loaded", f"{fp.nccl_compiled or '?'} / {fp.nccl_loaded or '?'}"
+              if fp and not record.cell.is_cpu else None),
+             ("torch / Accelerate", f"{fp.torch} / {fp.accelerate}" if fp else None),
+             ("launcher changed", ", ".join(f"{k}: {c.expected} → {c.actual}" for k, c in record.launcher_changes.items())
+              or "nothing" if fp else None),
+             ("attempts", str(record.attempt_count)),
+             ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
-    phases = last_raw(record).get("phases") or {}
-    if phases:
+    timings = record.phase_timings
+    if timings:
         lines += ["", "| phase | seconds |", "| --- | --- |"]
-        lines += [f"| {p} | {v.get('seconds', 0):.2f} |" for p, v in phases.items()]
-    rows = bandwidth_rows(record)
+        lines += [f"| {p} | {seconds:.2f} |" for p, seconds in timings.items()]
+    rows = record.bandwidth_rows
     if rows:
         lines += ["", "| size | time per op | algbw (GB/s) | busbw (GB/s) | first call |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {size_label(r['bytes'])} | {r['time_s'] * 1e6:.1f} µs | {r['algbw_gbs']:.2f} | {r['busbw_gbs']:.2f} "
-                  f"| {r.get('first_call_s', 0) * 1e3:.2f} ms |" for r in rows]
-    if record.get("attempts"):
+        lines += [f"| {size_label(r.bytes)} | {r.time_s * 1e6:.1f} µs | {r.algbw_gbs:.2f} | {r.busbw_gbs:.2f} "
+                  f"| {r.first_call_s * 1e3:.2f} ms |" for r in rows]
+    if record.attempts:
         lines += ["", f"Rerun: `{rerun_command(record, run)}`"]
     return lines + [""]

@@ -9,10 +9,12 @@ import secrets
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .errors import HarnessError
+from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -61,18 +63,44 @@ def cell_dir(results: Path, run_id: str, cell_id: str) -> Path:
     return path
 
 
+def save_record(results: Path, run_id: str, record: CellRecord) -> Path:
+    """Write a cell's record.json (atomically): the one place cell records are written."""
+    if not record.id:
+        raise ValueError("a cell record without a cell id cannot be saved")
+    path = cell_dir(results, run_id, record.id) / "record.json"
+    write_json(path, record.to_json())
+    return path
+
+
 @dataclass(frozen=True)
 class RunData:
     """One run as read back: its facts and its cell records, with what could not be read named."""
 
     path: Path
-    run: dict[str, Any]
-    records: dict[str, dict[str, Any]]  # cell id -> record
+    run: dict[str, Any]  # run.json as written; read it through `facts`
+    records: dict[str, CellRecord]  # cell id -> record
     problems: dict[str, str]  # cell id (or "run.json") -> what is wrong with it
 
     @property
     def run_id(self) -> str:
         return self.path.name
+
+    @cached_property
+    def facts(self) -> RunFacts:
+        """Host, driver, GPUs, engine, matrix path, start time and planned cells, from run.json."""
+        return RunFacts.from_json(self.run)
+
+    @property
+    def started(self) -> str | None:
+        return self.facts.started
+
+    @property
+    def hostname(self) -> str | None:
+        return self.facts.hostname
+
+    @property
+    def driver(self) -> str | None:
+        return self.facts.driver
 
 
 def runs(results: Path) -> list[str]:
@@ -123,14 +151,14 @@ def load_run(path: Path) -> RunData:
         run, problems["run.json"] = {}, "missing"
     except (ValueError, OSError) as exc:
         run, problems["run.json"] = {}, f"unreadable ({exc})"
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, CellRecord] = {}
     cells_dir = path / "cells"
-    expected = list(run.get("cells", [])) if isinstance(run.get("cells"), list) else []
+    expected = list(RunFacts.from_json(run).cell_ids)  # run.json's `cells`: ids (early runs) or cell fields
     present = sorted(p.name for p in cells_dir.iterdir() if p.is_dir()) if cells_dir.is_dir() else []
-    for cell_id in dict.fromkeys(present + [c for c in expected if isinstance(c, str)]):
+    for cell_id in dict.fromkeys(present + expected):
         record_path = cells_dir / cell_id / "record.json"
         try:
-            records[cell_id] = _read(record_path)
+            records[cell_id] = CellRecord.from_json(_read(record_path))
         except FileNotFoundError:
             problems[cell_id] = "no record.json (the cell never finished, or the run was stopped first)"
         except (ValueError, OSError) as exc:

@@ -11,17 +11,20 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import nccl_log
+from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
 from .errors import InfraError
 from .matrix import Timeouts
+from .record import STARTUP, Stall
+from .record import WORKLOAD_PHASES as PHASES
+from .record import RawAttempt as Attempt  # the raw record of one attempt, filled in here
 
-PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
-STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
+__all__ = ["PHASES", "STARTUP", "Attempt", "Stall", "EventTail", "RankState", "Watch", "collect_forensics",
+           "supervise", "phase_index"]
 POLL_S = 0.1
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
@@ -114,16 +117,6 @@ def _slim_error(error: dict | None) -> dict | None:
     return {k: error.get(k) for k in ("phase", "error_class", "type", "message", "wall")}
 
 
-@dataclass(frozen=True)
-class Stall:
-    phase: str
-    threshold: float
-    since_progress: float
-    ranks_behind: tuple[int, ...]
-    why_behind: dict[int, str]
-    cap: bool = False
-
-
 class Watch:
     """What the event files say about the cell, and whether it has stalled. No I/O, no clock."""
 
@@ -179,35 +172,6 @@ class Watch:
         return max((s.last_progress for s in self.states.values()), default=self.started)
 
 
-@dataclass
-class Attempt:
-    """The raw record of one attempt: everything classification and reports need, as plain data."""
-
-    cell_id: str
-    engine: str
-    attempt: int
-    expected_ranks: int
-    ended_by: str = ""  # exited | stall | cap | interrupted | infra
-    exit_code: int | None = None
-    seconds: float = 0.0
-    started_wall: float = 0.0
-    infra_reason: str = ""
-    stall: dict | None = None
-    ranks: dict[str, dict] = field(default_factory=dict)
-    phases: dict[str, dict] = field(default_factory=dict)  # rank 0's phase_end payloads (fingerprint, bandwidth...)
-    launcher_tail: str = ""
-    forensics: dict[str, Any] = field(default_factory=dict)
-    leftovers: list[str] = field(default_factory=list)
-    out_dir: str = ""
-    # seconds from the last progress event to the end of the attempt (hang verdicts: stall
-    # threshold + detection delay + forensics + kill); what bench/hang_latency.py measures.
-    verdict_after_progress: float = 0.0
-    nccl: dict[str, dict] = field(default_factory=dict)  # per rank: what its NCCL_DEBUG log says
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 def _pids(out: Path) -> dict[int, int]:
     pids = {}
     for path in out.glob("pid-rank*"):
@@ -251,7 +215,7 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
         nccl[str(rank)] = nccl_log.tail_file(out / f"nccl-rank{rank}.log", 40)
     forensics = {"processes": processes, "pids": {str(k): v for k, v in pids.items()}, "stacks": stacks,
                  "py_spy": native, "nccl_tail": nccl}
-    (out / "forensics.json").write_text(json.dumps(forensics, indent=1))
+    results.write_json(out / "forensics.json", forensics)
     return forensics
 
 
@@ -295,8 +259,7 @@ def supervise(
                     stall = watch.stalled(now)
                     if stall is not None:
                         record.ended_by = "cap" if stall.cap else "stall"
-                        record.stall = asdict(stall) | {"ranks_behind": list(stall.ranks_behind),
-                                                        "why_behind": {str(k): v for k, v in stall.why_behind.items()}}
+                        record.stall = stall.to_json()
                         record.forensics = collect_forensics(running, out, spec.launch.ranks)
                         break
                     time.sleep(POLL_S)
@@ -321,5 +284,5 @@ def supervise(
     lead = watch.states.get(0)
     if lead is not None:
         record.phases = lead.phase_ends
-    (out / "attempt.json").write_text(json.dumps(record.to_json(), indent=1, default=str))
+    results.write_json(out / "attempt.json", record.to_json())
     return record

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import proc
-from .errors import HarnessError
+from .errors import InfraError
 
 _SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$")
 # Every manylinux tag a glibc-2.35 image can install (Ubuntu 22.04; Debian 12 has 2.36), newest first:
@@ -65,21 +65,19 @@ def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index:
     result = proc.run(argv + requirements, timeout=1800, log=log)
     if result.returncode != 0 or result.timed_out:
         tail = [l for l in result.output.splitlines() if l.startswith("ERROR")][-2:]
-        raise HarnessError(
+        raise InfraError(
             f"--wheelhouse {wheelhouse}: pip could not download {' '.join(requirements)} for Python {python} "
             f"({' '.join(tail) or 'see ' + str(log)}). Fix: check the versions and the host's pip index/proxy "
-            "settings, or put the wheels into that folder by hand.",
-            code=4,
+            "settings, or put the wheels into that folder by hand."
         )
     names = sorted({Path(m.group(1)).name for m in map(_SAVED.match, result.output.splitlines()) if m})
     if not names:
-        raise HarnessError(f"--wheelhouse {wheelhouse}: pip reported no wheel for {requirements}; see {log}.", code=4)
+        raise InfraError(f"--wheelhouse {wheelhouse}: pip reported no wheel for {requirements}; see {log}.")
     if extra_index.endswith("/cpu") and any(n.startswith("nvidia_") for n in names):
-        raise HarnessError(
+        raise InfraError(
             f"--wheelhouse {wheelhouse}: pip resolved a CUDA build of torch for a CPU stack, since {extra_index} "
             "was not reachable. Fix: make that index reachable, or put the CPU torch wheel into the host's pip "
-            "find-links (PIP_FIND_LINKS) first.",
-            code=4,
+            "find-links (PIP_FIND_LINKS) first."
         )
     lock.parent.mkdir(exist_ok=True)
     lock.write_text(json.dumps({"requirements": requirements, "python": python, "wheels": names}, indent=1))

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness import launch, matrix
-from harness.engines.docker import cli_equivalent
+from harness.engines.base import CellSpec
+from harness.engines.docker import container_config
 
 from .conftest import REPO, WHEELHOUSE, interrupt_when
 
@@ -58,10 +59,112 @@ def test_invoke_list_shows_every_task_with_help():
         assert f"  {name} " in proc.stdout
 
 
+# `python -m harness` (and the nccl-harness script) run an invoke Program over harness/tasks.py, the
+# collection the repo root's tasks.py hands to `invoke`: one declaration, the same listing and answers.
+
+def _module(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _task_lines(listing: str) -> list[str]:
+    """The task table of a --list output, without its heading (invoke: "Available tasks", Program: "Subcommands")."""
+    lines = listing.splitlines()
+    return [l for l in lines[1:] if l.strip()]
+
+
+@pytest.mark.parametrize("flag", ["--list", "-l"])
+def test_module_lists_the_same_tasks_and_help_as_invoke(flag):
+    via_invoke, via_module = _invoke("--list"), _module(flag)
+    assert via_invoke.returncode == via_module.returncode == 0, (via_invoke.stderr, via_module.stderr)
+    assert _task_lines(via_module.stdout) == _task_lines(via_invoke.stdout)
+    names = [l.split()[0] for l in _task_lines(via_module.stdout) if not l.startswith("    ")]
+    assert names == sorted(["matrix", "list", "build", "report", "compare", "publish", "doctor", "clean", "base-image"])
+
+
+def test_module_works_outside_the_repo(tmp_path):
+    """The Program needs no tasks.py nearby: the installed package carries the tasks."""
+    proc = _module("--list", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "  matrix " in proc.stdout and "  base-image " in proc.stdout
+
+
+def test_task_help_is_the_same_through_both():
+    for task in ("matrix", "report", "compare"):
+        via_invoke, via_module = _invoke("--help", task), _module(task, "--help")
+        assert via_invoke.returncode == via_module.returncode == 0
+        # only the usage line names the binary
+        assert via_module.stdout.splitlines()[1:] == via_invoke.stdout.splitlines()[1:]
+
+
+def test_module_unknown_flag_exits_2_with_did_you_mean():
+    proc = _module("matrix", "--dry-rnu")
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "--dry-rnu" in proc.stderr and "did you mean --dry-run?" in proc.stderr and "Fix:" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("front", [_module, _invoke])
+@pytest.mark.parametrize("args, flag", [(["--retries", "two"], "--retries"), (["--jobs", "1.5"], "--jobs"),
+                                        (["--ranks", "many"], "--ranks")])
+def test_non_numeric_value_exits_2_naming_the_flag(front, args, flag):
+    proc = front("matrix", "--engine", "host", *args)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    assert f"{flag} {args[1]!r}" in proc.stderr and "Fix:" in proc.stderr
+
+
+@pytest.mark.parametrize("front", [_module, _invoke])
+def test_non_numeric_threshold_exits_2(front):
+    proc = front("compare", "A", "B", "--threshold", "lots")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--threshold 'lots'" in proc.stderr and "Fix:" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["matrix", "--retries"], ["--retries needs a value", "Fix:"]),
+        (["compare", "A"], ["`compare` needs NEW", "compare BASE NEW"]),
+        (["matirx"], ["no task named 'matirx'", "did you mean matrix?"]),
+        (["--bogus"], ["has no option --bogus", "Fix:"]),
+        (["report", "some-run"], ["Fix: python -m harness report --run some-run"]),
+        (["publish", "some-run", "--to", "docs/x"], ["Fix: python -m harness publish --run some-run"]),
+    ],
+)
+def test_module_parse_errors_exit_2_with_a_fix(args, words):
+    proc = _module(*args)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error: ")
+    for word in words:
+        assert word in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--only", "bogus=1"], ["--timeout", "lunch=5"], ["--engine", "podman"]])
+def test_bad_flag_answers_the_same_through_both(args):
+    argv = ["matrix", "--dry-run", *args] if "--engine" in args else ["matrix", "--dry-run", "--engine", "host", *args]
+    via_invoke, via_module = _invoke(*argv), _module(*argv)
+    assert via_invoke.returncode == via_module.returncode == 2, (via_invoke.stderr, via_module.stderr)
+    assert via_module.stderr == via_invoke.stderr
+    assert "Traceback" not in via_module.stderr and "Fix:" in via_module.stderr
+
+
+def test_nccl_harness_script_is_the_program():
+    from harness import cli, tasks
+
+    prog = cli.program("nccl-harness")
+    assert set(prog.namespace.task_names) == {t.name for t in vars(tasks).values() if hasattr(t, "body")}
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["matrix", "--dry-rnu"])
+    assert exit_.value.code == 2
+
+
 def test_docker_line_for_gpus_keeps_the_inner_quotes():
     m = matrix.load(matrix.DEFAULT_GPU_MATRIX)
     cell = next(c for c in m.runnable if c.variant.name == "p2p-off")
-    line = cli_equivalent("img:tag", launch.launch(cell, m, ranks=2), Path("/r/out"), ("0", "1"))
+    spec = CellSpec("r", cell.id, launch.launch(cell, m, ranks=2), Path("/r/out"), image="img:tag", gpus=("0", "1"))
+    line = container_config(spec).docker_run()
     argv = shlex.split(line)
     assert argv[argv.index("--gpus") + 1] == '"device=0,1"'
     assert "memlock=-1:-1" in argv and "NCCL_P2P_DISABLE=1" in argv and "--ipc=host" in argv

@@ -1,18 +1,26 @@
 """Known-issue hints: every hint fires on a record that shows its signature and stays quiet on a near
 miss; real and partial records give no hint and no exception; a malformed data file is refused with
-the hint id and the key in the message."""
+the hint id and the key in the message; a site's own file (HARNESS_HINTS) is used instead of the
+packaged one, and a bad one stops `report` before it writes anything (exit 2, file:line, key, fix)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import hints
-from harness.hints import Hint, facts, load, match
+from harness.errors import HarnessError
+from harness.hints import Hint, HintsError, facts, load, match
+
+from .conftest import REPO
 
 DATA = Path(__file__).parent / "data"
 GiB = 1 << 30
@@ -329,23 +337,129 @@ def test_a_good_file_loads_and_matches(tmp_path):
     (with_(id="Demo Hint"), ["id"]),
 ])
 def test_malformed_data_file_names_hint_and_key(tmp_path, entry, words):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(HintsError) as info:
         load(write(tmp_path, entry))
     for word in words:
         assert word in str(info.value)
 
 
 def test_duplicate_ids_and_bad_shapes_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="demo.*twice"):
+    with pytest.raises(HintsError, match="demo.*twice"):
         load(write(tmp_path, GOOD, GOOD))
-    with pytest.raises(ValueError, match="hints"):
+    with pytest.raises(HintsError, match="hints"):
         load(write(tmp_path, raw="- id: demo\n"))
-    with pytest.raises(ValueError, match="YAML"):
+    with pytest.raises(HintsError, match="YAML"):
         load(write(tmp_path, raw="hints: [\n"))
-    with pytest.raises(ValueError, match="#1"):
+    with pytest.raises(HintsError, match="#1"):
         load(write(tmp_path, raw="hints: [just-a-string]\n"))
 
 
 def test_default_rules_are_the_packaged_file():
     assert hints.DATA_FILE.name == "hints.yaml" and hints.DATA_FILE.exists()
     assert [r.hint for r in load()] == [r.hint for r in hints._default_rules()]
+
+
+def test_the_schema_has_every_condition():
+    assert set(hints.Conditions.model_fields) == {*hints.CONDITIONS, "any"}
+
+
+# ---------------------------------------------------------------- a site's own file, checked at start
+SITE = """hints:
+  - id: demo
+    title: Demo hint of this site
+    explanation: What happened. The fix.
+    link: https://github.com/NVIDIA/nccl/issues/418
+    when:
+      status: [pass]
+"""
+
+# name: (replace `status: [pass]` (line 7) with this, or the whole file; the key; its line; words)
+BAD = {
+    "unknown key": ("stauts: [pass]", "hints[demo].when.stauts", 7,
+                    ["unknown key `stauts`", "did you mean `status`?"]),
+    "float version": ("torch: {min: 2.10}", "hints[demo].when.torch.min", 7,
+                      ["is the number 2.10", "2.1", 'quote it: "2.10"']),
+    "bad regex": ('text: "NCCL WARN (unclosed"', "hints[demo].when.text", 7, ["not a valid regular expression"]),
+    "unknown status": ("status: [hung]", "hints[demo].when.status[0]", 7,
+                       ["unknown status `hung`", "did you mean `hang`?", "infra-error"]),
+    "duplicate id": (SITE + SITE.removeprefix("hints:\n"), "hints[demo].id", 8,
+                     ["id `demo` is used twice (first at line 2)"]),
+}
+
+
+def bad_file(tmp_path: Path, name: str) -> Path:
+    change = BAD[name][0]
+    path = tmp_path / "site-hints.yaml"
+    path.write_text(change if change.startswith("hints:") else SITE.replace("status: [pass]", change))
+    return path
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_check_names_file_line_key_and_fix(tmp_path, name):
+    _, key, line, words = BAD[name]
+    path = bad_file(tmp_path, name)
+    with pytest.raises(HintsError) as info:
+        hints.check(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line} at `{key}`: "), message
+    assert (info.value.key, info.value.line, info.value.code) == (key, line, 2)
+    assert "Fix: " in message and "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+@pytest.fixture
+def one_run(tmp_path) -> Path:
+    """A results folder holding one run with one real (passing) H200 cell record."""
+    results = tmp_path / "results"
+    (results / "R" / "cells" / "c1").mkdir(parents=True)
+    shutil.copy(DATA / "h200-preload-record.json", results / "R" / "cells" / "c1" / "record.json")
+    return results
+
+
+def _report(results: Path, hints_file: Path, out: Path) -> subprocess.CompletedProcess:
+    env = os.environ | {"HARNESS_HINTS": str(hints_file)}
+    argv = [sys.executable, "-m", "invoke", "report", "--results", str(results), "--out", str(out)]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _tree(root: Path) -> list[tuple[str, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_a_bad_site_file_stops_report_before_it_writes(tmp_path, one_run, name):
+    _, key, line, words = BAD[name]
+    path, out = bad_file(tmp_path, name), tmp_path / "report.md"
+    before = _tree(one_run)
+    proc = _report(one_run, path, out)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{path}:{line} at `{key}`: " in proc.stderr and "Fix: " in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not out.exists() and proc.stdout == ""
+    assert _tree(one_run) == before
+
+
+def test_a_good_site_file_replaces_the_packaged_one(tmp_path, one_run, monkeypatch):
+    site = tmp_path / "site-hints.yaml"
+    site.write_text(SITE)
+    proc = _report(one_run, site, tmp_path / "report.md")
+    assert proc.returncode == 0, proc.stderr
+    assert "Demo hint of this site" in (tmp_path / "report.md").read_text()
+    monkeypatch.setenv("HARNESS_HINTS", str(site))
+    assert hints.hints_file() == site
+    assert [r.hint.id for r in load()] == ["demo"]
+    record = json.loads((DATA / "h200-preload-record.json").read_text())
+    assert [h.id for h in match(record)] == ["demo"]
+    monkeypatch.delenv("HARNESS_HINTS")
+    assert match(record) == []  # the packaged file again
+
+
+def test_a_missing_site_file_is_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_HINTS", str(tmp_path / "nope.yaml"))
+    with pytest.raises(HarnessError) as info:
+        hints.check()
+    assert "nope.yaml: no such hints file (named by HARNESS_HINTS). Fix:" in str(info.value)
+    assert info.value.code == 2

@@ -138,3 +138,18 @@ def test_big_file_hashes_are_kept_across_commands_and_redone_when_the_file_chang
     assert cached[2] == first
     wheel.write_bytes(b"b" * (images.BIG_FILE + 1))
     assert images.file_sha(wheel) != first
+
+
+def test_rendered_dockerfiles_match_their_golden_files(tmp_path):
+    """The whole Dockerfile of a CUDA stack with a pip-pinned NCCL, and of a CPU stack built offline
+    from a wheelhouse with a CA bundle: any change to a template shows up here as a diff to review."""
+    from .goldens import assert_golden
+
+    pinned = images.render(_stack(nccl="2.21.5", nccl_via="pip"), images.BuildOptions())
+    assert_golden("cuda-pip-nccl.Dockerfile", pinned.dockerfile)
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    wheel = tmp_path / "torch-2.13.0-cp311-none-any.whl"
+    wheel.write_bytes(b"")
+    offline = images.render(matrix.Stack(**CPU), images.BuildOptions(ca_bundle=pem), wheels=[wheel])
+    assert_golden("cpu-wheelhouse.Dockerfile", offline.dockerfile)

@@ -13,6 +13,7 @@ import pytest
 from harness import launch, matrix, outcome, runner, supervise
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
+from harness.engines import host
 from harness.engines.host import HostEngine
 
 from .conftest import REPO, WHEELHOUSE, Fault, interrupt_when
@@ -69,7 +70,7 @@ def test_invoke_matrix_on_the_host_engine(tmp_path):
 
 
 def _host_cell(m: matrix.Matrix) -> matrix.Cell:
-    return next(c for c in runner.host_cells(m, runner.host_stack()) if c.launcher == "accelerate")
+    return next(c for c in host.host_cells(m, host.host_stack()) if c.launcher == "accelerate")
 
 
 def _fast(m: matrix.Matrix) -> matrix.Matrix:
@@ -85,7 +86,7 @@ def test_retries_rerun_a_hang_and_keep_every_attempt(tmp_path):
     stop_first_attempt = Fault(tmp_path, 1, "step", "STOP", times=1)
     result = runner.run_cell(HostEngine(), _host_cell(m), m, opts, on_event=stop_first_attempt,
                              on_start=stop_first_attempt.start)
-    assert [a["outcome"]["status"] for a in result.attempts] == ["hang", "pass"]
+    assert [a.outcome.status for a in result.attempts] == ["hang", "pass"]
     assert result.outcome.status == "pass"
     record = json.loads((tmp_path / "retry" / "cells" / result.cell.id / "record.json").read_text())
     assert len(record["attempts"]) == 2 and record["attempts"][0]["outcome"]["phase"] == "step"

@@ -13,8 +13,10 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness import commands, compare, matrix, report, results, runner
+from harness.engines import host
 from harness.engines.host import HostEngine
 from harness.errors import HarnessError
+from harness.record import CellRecord
 
 from .conftest import REPO, Fault
 
@@ -36,7 +38,7 @@ def runs(tmp_path_factory) -> Path:
     shutil.copytree(root / "A", root / "C")
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
     m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(init=4, prepare=4, step=4, check=4, bandwidth=4)})
-    cell = next(c for c in runner.host_cells(m, runner.host_stack()) if c.id == CELLS[0])
+    cell = next(c for c in host.host_cells(m, host.host_stack()) if c.id == CELLS[0])
     opts = runner.RunOptions("B", root, (), 2, extra_args=("--hold-at", "step"), extra_env=(("HARNESS_TEST_FAULTS", "1"),))
 
     stop_rank_1 = Fault(root / "B", 1, "step", "STOP")
@@ -176,7 +178,7 @@ def test_matching_known_issue_is_explained_with_its_link(runs, tmp_path):
                        gpus=("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"), driver="535.104.05")
     hung["cell"] = {"cuda": "12.4.1", "torch": "2.5.1", "accelerate": "0.24.1", "variant": "default",
                     "launcher": "accelerate", "stack": "cu12.4.1-torch2.5.1-acc0.24.1", "id": "cu12.4.1-torch2.5.1-acc0.24.1+default"}
-    data = results.RunData(tmp_path, {"host": {"hostname": "rtx-box"}}, {hung["cell"]["id"]: hung}, {})
+    data = results.RunData(tmp_path, {"host": {"hostname": "rtx-box"}}, {hung["cell"]["id"]: CellRecord.from_json(hung)}, {})
     text = report.render(data)
     assert "## Known issues that match" in text
     assert "RTX 40" in text and "https://github.com/huggingface/accelerate/pull/2558" in text

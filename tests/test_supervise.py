@@ -11,6 +11,7 @@ import pytest
 from harness import matrix, outcome, runner, supervise
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
+from harness.engines import host
 from harness.engines.host import HostEngine
 
 from .conftest import Fault
@@ -25,7 +26,7 @@ def _spec(engine, out: Path, extra: tuple[str, ...] = (), launcher: str = "accel
     cell = next(c for c in m.cells if c.launcher == launcher and c.stack.accelerate == "1.15.0"
                 and c.variant.name == "default")
     if isinstance(engine, HostEngine):
-        cell = next(c for c in runner.host_cells(m, runner.host_stack()) if c.launcher == launcher)
+        cell = next(c for c in host.host_cells(m, host.host_stack()) if c.launcher == launcher)
     opts = runner.RunOptions(f"test-{out.name}", out.parent, (), 2, extra_args=extra,
                              extra_env=(("HARNESS_TEST_FAULTS", "1"),))
     return runner.spec_for(cell, m, engine, opts, image, 1, out)

@@ -1,1 +1,31 @@
-"""Engines run images: `docker` through the Docker SDK; `host` (later) in the current environment."""
+"""Where ranks run: `docker` (one container per attempt, through the Docker SDK) or `host` (the launcher
+as a subprocess of this Python). Each is the only module that talks to its engine; base.py says what
+every engine offers, and `choose` picks one from the --engine flag."""
+
+from __future__ import annotations
+
+from ..errors import HarnessError, InfraError
+from ..progress import Progress
+from .base import Engine
+from .docker import DockerEngine
+from .host import HostEngine
+
+NAMES = ("docker", "host")
+
+
+def choose(choice: str | None, progress: Progress) -> Engine:
+    """--engine docker|host; without it docker when reachable, else host (said in one line)."""
+    if choice not in (None, *NAMES):
+        raise HarnessError(f"--engine {choice}: unknown engine. Fix: use --engine docker or --engine host.")
+    if choice == "host":
+        return HostEngine()
+    try:
+        return DockerEngine.connect()
+    except InfraError:
+        if choice == "docker":
+            raise
+    progress.say(
+        "No Docker engine reachable: running the host engine on the stack installed in this Python "
+        "(NCCL variants still apply). For the full matrix in containers: scripts/setup.sh, then run again."
+    )
+    return HostEngine()

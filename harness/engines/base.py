@@ -1,14 +1,21 @@
-"""What every engine offers the supervisor: start one cell, and a handle that can be polled, signalled,
-inspected and killed. Engines never decide outcomes."""
+"""What every engine offers the pipeline and the supervisor: which cells it runs and on what images,
+the launch of a cell in the engine's own world (paths, ports), a pasteable equivalent, and one started
+cell as a handle that can be polled, signalled, inspected and killed. Engines never decide outcomes;
+everything that differs between engines lives behind this interface."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..launch import Launch
+
+if TYPE_CHECKING:
+    from ..images import BuildOptions, BuildResult
+    from ..matrix import Cell, Matrix, Stack
+    from ..progress import Progress
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,17 @@ class CellSpec:
     gpus: tuple[str, ...] = ()  # device ids; () = CPU cell
     shm_size: str | None = None  # docker: a /dev/shm size instead of the host IPC namespace
     attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Check:
+    """One readiness fact for `invoke doctor` and the run's preflight: what was seen, and the fix."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    blocking: bool = True
 
 
 class Running(Protocol):
@@ -52,6 +70,28 @@ class Running(Protocol):
 
 class Engine(Protocol):
     name: str
+
+    def facts(self) -> dict:
+        """What run.json records about the engine (name, version, runtimes...)."""
+
+    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+        """Everything this engine needs for a run, for `invoke doctor`."""
+
+    def preflight(self, progress: "Progress") -> None:
+        """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""
+
+    def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
+        """The cells this engine runs for a selection (the host engine: on its own stack)."""
+
+    def images(self, stacks: list["Stack"], options: "BuildOptions", log_dir: Path, progress: "Progress",
+               jobs: int = 1, dry_run: bool = False) -> dict[str, "BuildResult"]:
+        """The image of each stack, built when missing (dry_run: only named, as cached or to build)."""
+
+    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = ()) -> Launch:
+        """The cell's launcher command, in the engine's own paths and ports."""
+
+    def equivalent(self, spec: CellSpec) -> str:
+        """A shell line that starts the same cell by hand, ready to paste."""
 
     def start(self, spec: CellSpec) -> AbstractContextManager[Running]:
         """Start the cell; leaving the context removes everything it started, on every path."""

@@ -4,20 +4,27 @@ creates carries the harness label, so leftovers can always be found and removed.
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import docker
 import docker.errors
-from contextlib import contextmanager
+from docker.types import DeviceRequest, Ulimit
 
-from ..errors import HarnessError, InfraError
+from .. import launch as launch_mod
+from ..baseimage import LOCAL_BASES
+from ..errors import BuildFailed, InfraError
+from .base import CellSpec, Check
 
 if TYPE_CHECKING:
-    from .base import CellSpec
+    from ..matrix import Cell, Matrix
+    from ..progress import Progress
 
 LABEL = "io.nccl-harness"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -25,8 +32,81 @@ LABEL_RUN = f"{LABEL}.run"
 LABEL_CELL = f"{LABEL}.cell"
 
 
-class BuildFailed(Exception):
-    """The engine refused or the Dockerfile failed; str() is the key error line."""
+# Set in every cell container besides the variant's NCCL variables.
+CELL_ENV = (("HF_HOME", "/tmp/hf"), ("PYTHONUNBUFFERED", "1"))
+WORKDIR = "/opt/harness"
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    """Every setting of a cell's container, declared once: start() hands it to the SDK, the dry run
+    prints it as a `docker run` line, and the doctor starts its probe container with it."""
+
+    image: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-write
+    # None: the host's IPC namespace, since NCCL's SHM transport needs more than Docker's 64 MB /dev/shm
+    shm_size: str | None = None
+    # NCCL >= 2.24 binds host memory to NUMA nodes (set_mempolicy/mbind): Docker allows it only with CAP_SYS_NICE.
+    cap_add: tuple[str, ...] = ("SYS_NICE",)
+    gpus: tuple[str, ...] = ()
+    gpu_capabilities: tuple[str, ...] = ("gpu",)
+    workdir: str = WORKDIR
+
+    @property
+    def memlock_unlimited(self) -> bool:
+        """NCCL pins host memory (IB, GPUDirect, proxies); gloo on CPU cells does not need it."""
+        return bool(self.gpus)
+
+    def sdk_kwargs(self) -> dict:
+        """Keyword arguments of the SDK's containers.create (besides image, command, name, labels)."""
+        kwargs: dict = {
+            "environment": dict(self.env),
+            "volumes": {host: {"bind": inside, "mode": "rw"} for host, inside in self.mounts},
+            "cap_add": list(self.cap_add),
+            "working_dir": self.workdir,
+        }
+        if self.shm_size:
+            kwargs["shm_size"] = self.shm_size
+        else:
+            kwargs["ipc_mode"] = "host"
+        if self.gpus:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=list(self.gpus),
+                                                       capabilities=[list(self.gpu_capabilities)])]
+        if self.memlock_unlimited:
+            kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
+        return kwargs
+
+    def docker_run(self) -> str:
+        """The same container as a `docker run` line (minus name and labels), for people to paste."""
+        argv = ["docker", "run", "--rm"]
+        argv += [f"--shm-size={self.shm_size}"] if self.shm_size else ["--ipc=host"]
+        for cap in self.cap_add:
+            argv += ["--cap-add", cap]
+        argv += ["-w", self.workdir]
+        for host, inside in self.mounts:
+            argv += ["-v", f"{host}:{inside}"]
+        if self.gpus:
+            # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
+            argv += ["--gpus", f'"device={",".join(self.gpus)}"']
+        if self.memlock_unlimited:
+            argv += ["--ulimit", "memlock=-1:-1"]
+        for key, value in self.env:
+            argv += ["-e", f"{key}={value}"]
+        return shlex.join(argv + [self.image, *self.command])
+
+
+def container_config(spec: CellSpec) -> ContainerConfig:
+    """The container of one attempt of a cell: pure, so the dry run shows exactly what start() runs."""
+    return ContainerConfig(
+        image=spec.image,
+        command=tuple(spec.launch.argv),
+        env=tuple(spec.launch.env) + CELL_ENV,
+        mounts=((str(spec.out_dir.resolve()), launch_mod.CONTAINER_OUT),),
+        shm_size=spec.shm_size,
+        gpus=spec.gpus,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,7 +213,7 @@ class DockerEngine:
         changes = [f'LABEL {k}="{v}"' for k, v in {LABEL: "base", **labels}.items()]
         self.client.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
         if not self.image_exists(ref):
-            raise HarnessError(f"importing {tarball} as {ref} produced no image.", code=4)
+            raise InfraError(f"importing {tarball} as {ref} produced no image. Fix: see the engine's log; is the disk full?")
 
     @contextmanager
     def container(self, image: str, command: list[str], *, labels: dict[str, str], name: str | None = None,
@@ -180,30 +260,13 @@ class DockerEngine:
     @contextmanager
     def start(self, spec: "CellSpec") -> Iterator[DockerRunning]:
         """Start the cell's container with what NCCL needs in containers; removed on every path out."""
-        from docker.types import DeviceRequest, Ulimit
-
-        kwargs: dict = dict(
-            environment={**spec.launch.env_dict, "HF_HOME": "/tmp/hf", "PYTHONUNBUFFERED": "1"},
-            volumes={str(spec.out_dir.resolve()): {"bind": "/out", "mode": "rw"}},
-            # NCCL >= 2.24 binds host memory to NUMA nodes (set_mempolicy/mbind): Docker allows it
-            # only with CAP_SYS_NICE.
-            cap_add=["SYS_NICE"],
-            working_dir="/opt/harness",
-        )
-        if spec.shm_size:
-            kwargs["shm_size"] = spec.shm_size
-        else:
-            kwargs["ipc_mode"] = "host"
-        if spec.gpus:
-            kwargs["device_requests"] = [DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])]
-            # NCCL pins host memory (IB, GPUDirect, proxies); gloo on CPU cells does not need it.
-            kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
+        config = container_config(spec)
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         name = f"nccl-harness-{spec.run_id}-{uuid.uuid4().hex[:8]}"
         labels = {LABEL_RUN: spec.run_id, LABEL_CELL: spec.cell_id, f"{LABEL}.attempt": str(spec.attempt)}
         try:
             container = self.client.containers.create(
-                spec.image, list(spec.launch.argv), name=name, labels={LABEL: "cell", **labels}, **kwargs
+                config.image, list(config.command), name=name, labels={LABEL: "cell", **labels}, **config.sdk_kwargs()
             )
             container.start()
         except docker.errors.APIError as exc:
@@ -221,6 +284,102 @@ class DockerEngine:
             yield DockerRunning(self, container)
         finally:
             self.remove_for_sure(name)
+
+    # ------------------------------------------------------------ the engine interface (engines/base.py)
+    builds_images = True
+
+    def facts(self) -> dict:
+        try:
+            version, details = self.client.version(), self.client.info()
+        except docker.errors.DockerException:
+            return {"name": self.name}
+        return {"name": self.name, "version": version.get("Version"), "api": version.get("ApiVersion"),
+                "runtimes": sorted(details.get("Runtimes", {}))}
+
+    def preflight(self, progress: "Progress") -> None:
+        disk = self.disk_check()
+        if not disk.ok:
+            if disk.blocking:
+                raise InfraError(f"disk for images: {disk.detail}. Fix: {disk.fix}.")
+            progress.say(f"warning: disk for images: {disk.detail} ({disk.fix})")
+
+    def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
+        return selected
+
+    def image_id(self, tag: str) -> str:
+        return self.client.images.get(tag).id
+
+    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path,
+               extra_args: tuple[str, ...] = ()) -> launch_mod.Launch:
+        # inside the container: the image's workload, the results folder mounted at /out, its own network
+        return launch_mod.launch(cell, m, ranks=ranks, extra_args=extra_args)
+
+    def equivalent(self, spec: CellSpec) -> str:
+        return container_config(spec).docker_run()
+
+    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+        version, info = self.client.version(), self.client.info()
+        runtimes = sorted(info.get("Runtimes", {}))
+        has_nvidia = "nvidia" in runtimes
+        checks = [
+            Check("Docker engine", True, f"{version.get('Version')} (API {version.get('ApiVersion')})"),
+            Check("NVIDIA runtime", has_nvidia or not gpus,
+                  ", ".join(runtimes) + ("" if has_nvidia else " (no nvidia: GPU cells cannot run in containers)"),
+                  "install the NVIDIA Container Toolkit and run nvidia-ctk runtime configure --runtime=docker",
+                  blocking=bool(gpus)),
+            self.disk_check(info),
+        ]
+        return checks + self._container_view(gpus)
+
+    def disk_check(self, info: dict | None = None) -> Check:
+        root = (info or self.client.info()).get("DockerRootDir", "/var/lib/docker")
+        try:
+            free = shutil.disk_usage(root).free
+        except OSError:
+            return Check("disk for images", False, f"cannot read {root}", blocking=False)
+        return Check("disk for images", free >= 20 << 30, f"{free / (1 << 30):.0f} GiB free in {root}",
+                     "free space: a CUDA stack's image takes 5 to 10 GB (invoke clean --images removes the harness's)",
+                     blocking=free < 5 << 30)
+
+    def _container_view(self, gpus: tuple[str, ...]) -> list[Check]:
+        """/dev/shm and memlock (and GPUs) as a cell's container sees them, from a probe container with
+        the cell's own settings (container_config)."""
+        image = next((ref for ref in LOCAL_BASES if self.image_exists(ref)), None)
+        if image is None:
+            return [Check("container view", False, "no local image to start a test container from",
+                          "run `invoke base-image` (or scripts/setup.sh)", blocking=False)]
+        script = "df -B1 /dev/shm | tail -1; ulimit -l" + ("; nvidia-smi -L" if gpus else "")
+        # nvidia-smi needs the utility capability besides the cells' compute one
+        probe = ContainerConfig(image, ("sh", "-c", script), gpus=gpus, gpu_capabilities=("gpu", "utility"))
+        try:
+            result = self.run_once(probe.image, list(probe.command), timeout=60,
+                                   labels={f"{LABEL}.doctor": "1"}, **probe.sdk_kwargs())
+        except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
+            return [Check("test container", False, str(exc)[:300],
+                          "for GPUs: install the NVIDIA Container Toolkit and restart dockerd" if gpus else "check the engine")]
+        lines = result.output.strip().splitlines()
+        checks = []
+        try:
+            shm = int(lines[0].split()[1])
+            checks.append(Check("/dev/shm in a container", shm >= 1 << 30, f"{shm / (1 << 30):.1f} GiB (ipc=host)",
+                                "give the host a larger /dev/shm (NCCL's SHM transport needs it)", blocking=False))
+            memlock = lines[1].strip()
+            checks.append(Check("memlock in a container", memlock == "unlimited" or not gpus, memlock,
+                                "raise dockerd's LimitMEMLOCK to infinity", blocking=bool(gpus)))
+        except (IndexError, ValueError):
+            checks.append(Check("test container", result.exit_code == 0, result.output.strip()[-300:]))
+        if gpus:
+            seen = [line for line in lines if line.startswith("GPU ")]
+            checks.append(Check("GPUs inside a container", len(seen) == len(gpus), f"{len(seen)} of {len(gpus)} visible",
+                                "install the NVIDIA Container Toolkit (nvidia-ctk runtime configure --runtime=docker)"))
+        return checks
+
+    def remove_built_images(self) -> int:
+        """Remove every image the harness built (not the base images); returns how many."""
+        built = self.client.images.list(filters={"label": f"{LABEL}.stack"})
+        for image in built:
+            self.remove_image(image.id)
+        return len(built)
 
     def leftovers(self, label_filter: str = LABEL) -> list[str]:
         """Names of containers (running or not) that carry the harness label."""
@@ -282,20 +441,6 @@ class DockerRunning:
 
     def leftovers(self) -> list[str]:
         return self.engine.leftovers(f"{LABEL_CELL}={self.container.labels.get(LABEL_CELL, '')}")
-
-
-def cli_equivalent(image: str, launch, out: Path, gpus: tuple[str, ...] = ()) -> str:
-    """The `docker run` line equivalent to start() (minus name and labels), for people to paste."""
-    import shlex
-
-    argv = ["docker", "run", "--rm"]
-    argv += ["--ipc=host", "--cap-add", "SYS_NICE", "-w", "/opt/harness", "-v", f"{out}:/out"]
-    if gpus:
-        # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
-        argv += ["--gpus", f'"device={",".join(gpus)}"', "--ulimit", "memlock=-1:-1"]
-    for key, value in [*launch.env, ("HF_HOME", "/tmp/hf"), ("PYTHONUNBUFFERED", "1")]:
-        argv += ["-e", f"{key}={value}"]
-    return shlex.join(argv + [image, *launch.argv])
 
 
 def _short(exc: Exception) -> str:

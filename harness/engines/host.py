@@ -3,8 +3,11 @@ process group of its own, for machines without Docker (such as a GPU box where D
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,8 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .. import WORKLOAD_DIR
+from .. import launch as launch_mod
 from .. import proc
-from .base import CellSpec
+from ..errors import HarnessError, InfraError
+from ..matrix import Cell, Matrix, Stack
+from ..progress import Progress
+from .base import CellSpec, Check
 
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
@@ -97,21 +105,94 @@ class HostRunning:
         return [f"pid {pid} ({state}) {cmd[:80]}" for pid, state, cmd in tagged(self.token)]
 
 
+def host_stack(python: str = sys.executable) -> Stack:
+    """The stack installed in this environment, as the host engine will run it."""
+    probe = (
+        "import json, torch, accelerate, sys;"
+        "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda or 'cpu',"
+        " 'accelerate': accelerate.__version__, 'python': '%d.%d' % sys.version_info[:2]}))"
+    )
+    result = proc.run([python, "-c", probe], timeout=120)
+    if result.returncode != 0:
+        raise InfraError(
+            f"the host engine needs torch and accelerate in this Python ({python}), and importing them failed: "
+            f"{result.output.strip().splitlines()[-1:] or ''}. Fix: pip install torch accelerate, or use --engine docker."
+        )
+    facts = json.loads(result.output.strip().splitlines()[-1])
+    torch_version = facts["torch"].split("+")[0]
+    return Stack(cuda=facts["cuda"], torch=torch_version, accelerate=facts["accelerate"], base="host",
+                 python=facts["python"], torch_index="", template="host")
+
+
+def host_cells(m: Matrix, stack: Stack) -> list[Cell]:
+    """The matrix's variants and launchers, on the host's own stack."""
+    seen: dict[str, Cell] = {}
+    for cell in m.runnable:
+        host = Cell(stack, cell.variant, cell.launcher)
+        seen.setdefault(host.id, host)
+    return list(seen.values())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def host_env(spec: CellSpec) -> dict[str, str]:
+    """What the host engine sets for a cell over the inherited environment (besides its process tag)."""
+    env = {**spec.launch.env_dict, "PYTHONUNBUFFERED": "1"}
+    if spec.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
+    return env
+
+
 class HostEngine:
     """Runs the workload from this checkout with this environment's torch and accelerate."""
 
     name = "host"
+    builds_images = False
     python = sys.executable
-    workload = str(Path(__file__).resolve().parent.parent / "workload" / "run.py")
+    workload = str(WORKLOAD_DIR / "run.py")
+
+    def facts(self) -> dict:
+        return {"name": self.name, "python": self.python}
+
+    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+        try:
+            stack = host_stack(self.python)
+        except HarnessError as exc:
+            return [Check("host stack", False, str(exc))]
+        return [Check("host stack", True, f"{stack.id} (python {stack.python})")]
+
+    def preflight(self, progress: Progress) -> None:
+        return None
+
+    def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
+        """The selected variants and launchers, on the stack installed in this Python."""
+        stack = host_stack(self.python)
+        progress.say(f"Host stack: {stack.id} (python {stack.python})")
+        return [c for c in host_cells(m, stack)
+                if any(c.variant == s.variant and c.launcher == s.launcher for s in selected)]
+
+    def image_id(self, tag: str) -> str:
+        return ""
+
+    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path,
+               extra_args: tuple[str, ...] = ()) -> launch_mod.Launch:
+        # on the host: this Python, this checkout's workload, a free port (other cells or jobs may hold 29500)
+        return launch_mod.launch(cell, m, ranks=ranks, python=self.python, workload=self.workload, out=str(out),
+                                 port=_free_port(), extra_args=extra_args)
+
+    def equivalent(self, spec: CellSpec) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())
+        return f"{env} {shlex.join(spec.launch.argv)}"
 
     @contextmanager
     def start(self, spec: CellSpec) -> Iterator[HostRunning]:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.launch.env_dict, "PYTHONUNBUFFERED": "1"}
-        if spec.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
         token = uuid.uuid4().hex
-        env[TOKEN_VAR] = token
+        env = {**os.environ, **host_env(spec), TOKEN_VAR: token}
         log = spec.out_dir / "launcher.log"
         running = HostRunning(proc.spawn(list(spec.launch.argv), env=env, log=log), log, token)
         try:

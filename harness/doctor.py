@@ -1,0 +1,46 @@
+"""`invoke doctor`: everything a run needs on this host, each problem with its fix. The engine says
+what it needs (engines/*.checks); the host facts are read here."""
+
+from __future__ import annotations
+
+from . import engines, hostinfo
+from .engines.base import Check
+from .errors import EXIT_INFRA, EXIT_OK, HarnessError, InfraError
+from .progress import Progress
+from .selection import check_gpus, gpus_visible
+
+
+def checks(gpus_flag: str | None = None, engine_choice: str | None = None) -> list[Check]:
+    found: list[Check] = []
+    try:
+        gpus = check_gpus(gpus_flag)
+        found.append(Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for"))
+    except HarnessError as exc:
+        gpus = ()
+        found.append(Check("GPU ids", False, str(exc)))
+    driver = hostinfo.driver_version()
+    found.append(Check("NVIDIA driver", bool(driver) or not gpus_visible(), driver or "none (CPU cells only)",
+                       "install the NVIDIA driver", blocking=bool(gpus)))
+    try:
+        engine = engines.choose(engine_choice or "docker", Progress())
+    except InfraError as exc:
+        return found + [Check("Docker engine", False, str(exc))]
+    return found + engine.checks(gpus)
+
+
+def render(found: list[Check]) -> str:
+    width = max(len(c.name) for c in found)
+    lines = []
+    for check in found:
+        mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
+        lines.append(f"{mark} {check.name:<{width}}  {check.detail}")
+        if not check.ok and check.fix:
+            lines.append(f"     {'':<{width}}  fix: {check.fix}")
+    return "\n".join(lines)
+
+
+def doctor(gpus_flag: str | None = None, engine_choice: str | None = None) -> int:
+    """Print every check; exit 4 when something blocks a run."""
+    found = checks(gpus_flag, engine_choice)
+    print(render(found))
+    return EXIT_INFRA if any(not c.ok and c.blocking for c in found) else EXIT_OK

@@ -1,0 +1,42 @@
+"""The closed sets records are written in, each defined once: outcome statuses, phases, error
+classes, how an attempt ended, launchers, how NCCL was installed, build statuses."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from .workload.classify import ERROR_CLASSES as WORKLOAD_ERROR_CLASSES
+from .workload.cli import PHASES as WORKLOAD_PHASES
+
+# Literal types; the tuple of values of each is typing.get_args of it. The workload (harness/workload,
+# which must not import the rest of harness) is the source of its phases and of the error classes it
+# reports; the types below add what only the harness produces (subscripting Literal with a tuple is the
+# same as listing its values).
+
+Status = Literal["pass", "wrong", "hang", "fail", "slow", "build-error", "infra-error", "n/a", "interrupted"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+RETRYABLE: tuple[Status, ...] = ("hang", "infra-error")  # `--retries` reruns these
+GOOD: tuple[Status, ...] = ("pass", "n/a")  # not a problem: compare counts a change to these as an improvement
+FAILED: tuple[Status, ...] = ("fail", "hang", "wrong", "build-error", "slow")  # `invoke matrix` exits 1
+MEASURED: tuple[Status, ...] = ("pass", "slow")  # every phase ran: bandwidth and transports to show
+
+STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
+WorkloadPhase = Literal[WORKLOAD_PHASES]  # type: ignore[valid-type]
+Phase = Literal[(STARTUP, *WORKLOAD_PHASES)]  # type: ignore[valid-type]
+PHASES: tuple[str, ...] = get_args(Phase)
+
+# "killed": a rank died by a signal without a word (only the supervisor can tell)
+ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
+ERROR_CLASSES: tuple[str, ...] = get_args(ErrorClass)
+
+EndedBy = Literal["exited", "stall", "cap", "interrupted", "infra"]  # how the supervisor ended an attempt
+ENDED_BY: tuple[EndedBy, ...] = get_args(EndedBy)
+Launcher = Literal["accelerate", "torchrun"]
+LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
+NcclVia = Literal["bundled", "pip", "system"]  # torch's own NCCL, a pinned pip wheel, a system libnccl2 + LD_PRELOAD
+NCCL_VIAS: tuple[NcclVia, ...] = get_args(NcclVia)
+BuildStatus = Literal["built", "cached", "build-error"]
+BUILD_STATUSES: tuple[BuildStatus, ...] = get_args(BuildStatus)
+
+for _group in (RETRYABLE, GOOD, FAILED, MEASURED):
+    assert set(_group) <= set(STATUSES), _group

@@ -1,0 +1,212 @@
+"""`invoke matrix`: from a selection to recorded outcomes. Flags are checked before anything starts;
+then the engine says which cells it runs, images are built (or found by content hash), every cell runs
+one at a time under supervision and is recorded as soon as it ends, and the report is written. The dry
+run builds the same specs through the same functions and prints them instead of running them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import __version__, engines, hints, hostinfo, images, matrix, report, results, runner
+from .engines.base import Engine
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
+from .matrix import Cell, Matrix
+from .record import FAILED, CellFields, build_error, not_applicable
+from .progress import Progress
+from .selection import Selection, check_gpus, resolve
+
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    engine: str | None = None  # docker | host | None = docker when reachable, else host
+    gpus: str | None = None  # "all", "0,1", None = all GPUs for GPU cells
+    ranks: int | None = None  # CPU cells; default from the matrix file
+    retries: int = 0
+    results: Path = results.DEFAULT_RESULTS
+    run_id: str | None = None
+    resume: bool = False
+    timeouts: tuple[str, ...] = ()  # "phase=seconds" overrides
+    jobs: int = 1  # parallel image builds
+    dry_run: bool = False
+    as_json: bool = False
+    build: images.BuildOptions = images.BuildOptions()
+    extra_args: tuple[str, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+
+def checked_build_options(options: images.BuildOptions, jobs: int) -> images.BuildOptions:
+    """The build flags of `build` and `matrix`, checked (bad ones name the flag) and made absolute."""
+    if jobs < 1:
+        raise HarnessError(f"--jobs {jobs}: must be at least 1. Fix: e.g. --jobs 2.")
+    if options.ca_bundle and not options.ca_bundle.is_file():
+        raise HarnessError(f"--ca-bundle {options.ca_bundle}: no such file. Fix: pass a PEM file of CA certificates.")
+    return replace(options, wheelhouse=options.wheelhouse.resolve()) if options.wheelhouse else options
+
+
+def parse_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.Timeouts:
+    """--timeout prepare=300 --timeout cell=3600 over the matrix file's values."""
+    values = base.model_dump()
+    for item in overrides:
+        key, _, seconds = item.partition("=")
+        try:
+            number = float(seconds)
+        except ValueError:
+            number = -1.0
+        if key not in values or number <= 0:
+            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)} and "
+                               "SECONDS > 0. Fix: e.g. --timeout prepare=300.")
+        values[key] = number
+    return matrix.Timeouts(**values)
+
+
+def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]:
+    """Every flag checked before anything starts; returns the options made absolute and the GPU ids."""
+    gpus = check_gpus(opts.gpus)
+    if opts.ranks is not None and opts.ranks < 1:
+        raise HarnessError(f"--ranks {opts.ranks}: must be at least 1. Fix: e.g. --ranks 2.")
+    if opts.retries < 0:
+        raise HarnessError(f"--retries {opts.retries}: must be 0 or more. Fix: e.g. --retries 1.")
+    return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
+
+
+def _run_id(opts: MatrixOptions) -> str:
+    if not opts.resume:
+        return opts.run_id or results.new_run_id()
+    run_id = opts.run_id or (results.runs(opts.results) or [None])[-1]
+    if run_id is None:
+        raise HarnessError(f"--resume: no earlier run in {opts.results}. Fix: run without --resume first.")
+    return run_id
+
+
+def _already_done(run: Path) -> set[str]:
+    """Cells of an earlier attempt at this run that need no rerun (--resume)."""
+    data = results.load_run(run)
+    return {cell_id for cell_id, record in data.records.items() if record.done}
+
+
+def run(selection: Selection, opts: MatrixOptions) -> int:
+    """Build what is missing, run the selected cells one at a time, record each as it ends."""
+    progress = Progress()
+    opts, gpus = _check_options(opts)
+    hints.check()  # a bad hints file is said now, not after the whole matrix has run
+    m, cells = resolve(selection, progress)
+    m = replace(m, timeouts=parse_timeouts(opts.timeouts, m.timeouts))
+    engine = engines.choose(opts.engine, progress)
+    engine.preflight(progress)
+    cells = engine.cells(m, cells, progress)
+    runnable = [c for c in cells if c.na_reason is None]
+    if not runnable:
+        progress.say("Nothing to run: no runnable cell selected.")
+        return EXIT_NOTHING_SELECTED
+    if not gpus and any(not c.stack.is_cpu for c in runnable):
+        gpus = check_gpus("all")
+    run_id = _run_id(opts)
+    ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
+                              opts.extra_env)
+    if opts.dry_run:
+        return _dry_run(m, runnable, engine, ropts, opts.build, progress)
+    run = results.run_dir(opts.results, run_id)
+    done = _already_done(run) if opts.resume else set()
+    if done:
+        progress.say(f"Resuming {run_id}: {len(done)} cell(s) already recorded are skipped.")
+    if not (opts.resume and (run / "run.json").exists()):
+        results.write_json(run / "run.json", {
+            "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host": hostinfo.facts(engine.facts()), "engine": engine.name, "gpus": list(gpus),
+            "harness_version": __version__,
+            "matrix": {"path": str(m.path), "sha256": m.sha256, "timeouts": m.timeouts.model_dump(),
+                       "bandwidth_sizes": list(m.bandwidth_sizes)},
+            "cells": [CellFields.from_cell(c).to_json() for c in cells],  # report places unreadable cells by these
+        })
+    for cell in cells:
+        if cell.na_reason is not None:
+            results.save_record(opts.results, run_id, not_applicable(cell))
+    todo = [c for c in runnable if c.id not in done]
+    counts: Counter[str] = Counter()
+    built = _images(engine, todo, opts, run / "builds", progress)
+    for cell in todo:
+        result = built.get(cell.stack.id)
+        if result is not None and not result.ok:
+            results.save_record(opts.results, run_id, build_error(cell, result))
+            counts["build-error"] += 1
+    todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
+    progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine; results in {run}")
+    interrupted = False
+    for n, cell in enumerate(todo, 1):
+        cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
+
+        def show(rank: int, event: dict) -> None:
+            if event.get("event") in ("phase_start", "error"):
+                task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
+
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
+        image = built.get(cell.stack.id)
+        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})") as task:
+            result = runner.run_cell(engine, cell, m, cell_opts, image.tag if image else "", on_event=show,
+                                     image_info={"tag": image.tag, "id": image.image_id} if image else None)
+        counts[result.outcome.status] += 1
+        progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
+                     f"({result.outcome.seconds:.0f}s)")
+        if result.outcome.status == "interrupted":
+            interrupted = True
+            break
+    return _finish(run, counts, interrupted, opts, progress)
+
+
+def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Path,
+            progress: Progress) -> dict[str, images.BuildResult]:
+    """The image of every stack the cells need, built when missing; {} for an engine without images."""
+    if not engine.builds_images or not cells:
+        return {}
+    stacks = list({c.stack.id: c.stack for c in cells}.values())
+    built = images.build_all(stacks, engine, opts.build, log_dir, progress, jobs=opts.jobs)
+    return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
+
+
+def _finish(run: Path, counts: Counter, interrupted: bool, opts: MatrixOptions, progress: Progress) -> int:
+    """The report beside the results, a summary for people (or JSON), and the exit code."""
+    data = results.load_run(run)
+    (run / "report.md").write_text(report.render(data))
+    if interrupted:
+        progress.say(f"Interrupted: results so far are kept in {run}; continue with --resume --run-id {run.name}.")
+    progress.say("Summary: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing ran")
+                 + f"; report: {run / 'report.md'}")
+    if opts.as_json:
+        json.dump({"run_id": run.name, "results": str(run), "report": str(run / "report.md"), "counts": dict(counts),
+                   "cells": [{"id": k, "status": r.status, "reason": r.reason, "phase": r.phase, "error_class": r.error_class}
+                             for k, r in sorted(data.records.items())]}, sys.stdout, indent=1)
+        print()
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if counts.get("infra-error"):
+        return EXIT_INFRA
+    bad = sum(counts[s] for s in FAILED)
+    return EXIT_CELLS_FAILED if bad else EXIT_OK
+
+
+def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOptions, build: images.BuildOptions,
+             progress: Progress) -> int:
+    """What would be built, and each cell's equivalent command line from the same spec the real run
+    starts, copy-pasteable; nothing is built, run or written."""
+    tags: dict[str, str] = {}
+    if engine.builds_images:
+        stacks = list({c.stack.id: c.stack for c in cells}.values())
+        print(f"# {len(stacks)} image(s):")
+        for stack, tag, cached in images.plan(stacks, engine, build):
+            tags[stack.id] = tag
+            state = "cached" if cached else "would build"
+            print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2")
+    print(f"# {len(cells)} cell(s):")
+    for cell in cells:
+        cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
+        out = (Path(ropts.results) / ropts.run_id / "cells" / cell.id / "attempt-1").resolve()
+        spec = runner.spec_for(cell, m, engine, cell_opts, tags.get(cell.stack.id, ""), 1, out)
+        print(f"# {cell.id}\n{engine.equivalent(spec)}")
+    return EXIT_OK

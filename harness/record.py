@@ -1,0 +1,378 @@
+"""The cell record, typed: the closed vocabularies records are written in, one value per
+results/<run>/cells/<cell-id>/record.json, and the accessors every reader uses. report, compare,
+publish, hints and pipeline read records only through this module; nothing else digs into their JSON.
+
+record.json (schema 1; `CellRecord.to_json` writes exactly this layout, `results.write_json` adds
+"schema"):
+
+    {"cell":     {cuda, torch, accelerate, nccl, base, python, torch_index, template, nccl_via, stack,
+                  variant, launcher, id},
+     "env":      {the variant's NCCL variables},
+     "outcome":  {status, reason, seconds, phase, error_class, detail},
+     "image":    {tag, id} or null (the image it ran in, docker engine),
+     "attempts": [{"attempt": n, "outcome": {...}, "raw": RawAttempt, "command": [argv...]}]}
+
+`from_json` reads older and partial records (a missing field is None or empty) and raises RecordError
+for JSON of the wrong shape (a field of the wrong type, an unknown status), which results.load_run
+reports as a corrupt record. Inside a raw attempt the evidence is kept as recorded (the workload's
+fingerprint and bandwidth payloads, rank summaries, NCCL log summaries) and read through tolerant
+views (Fingerprint, BandwidthRow, NcclSummary, RankSummary, Stall): a fact that is missing or of the
+wrong type reads as None or empty, never as an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
+                       RawAttempt, RecordError, Stall, _at, _field, _map, _object, _str, _strs)
+from .kinds import (BUILD_STATUSES, ENDED_BY, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED, NCCL_VIAS, PHASES,
+                    RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES, BuildStatus, EndedBy,
+                    ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
+
+if TYPE_CHECKING:
+    from .images import BuildResult
+    from .matrix import Cell
+
+# ---------------------------------------------------------------- the outcome
+@dataclass(frozen=True)
+class Outcome:
+    """A status, a reason, a duration, and for hangs and failures the phase and error class; says
+    nothing of how it was produced (outcome.classify makes them from raw attempts)."""
+
+    status: Status
+    reason: str = ""
+    seconds: float = 0.0
+    phase: Phase | None = None
+    error_class: ErrorClass | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "outcome") -> Outcome:
+        data = _object(data, where)
+        status = data.get("status")
+        if status not in STATUSES:
+            raise RecordError(f"{_at(where, 'status')} {status!r} is not one of {', '.join(STATUSES)}")
+        return cls(status, _field(data, "reason", str, where) or "", _field(data, "seconds", float, where) or 0.0,
+                   _field(data, "phase", str, where), _field(data, "error_class", str, where),
+                   dict(_field(data, "detail", dict, where) or {}))
+
+
+# ---------------------------------------------------------------- the cell
+_CELL_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_index", "template", "nccl_via", "stack",
+              "variant", "launcher", "id")  # the order of matrix.Cell.fields()
+
+
+@dataclass(frozen=True)
+class CellFields:
+    """What a cell is (matrix.Cell.fields() as recorded); None where an older record lacks it."""
+
+    cuda: str | None = None
+    torch: str | None = None
+    accelerate: str | None = None
+    nccl: str | None = None  # "bundled" or the pinned version
+    base: str | None = None
+    python: str | None = None
+    torch_index: str | None = None
+    template: str | None = None
+    nccl_via: NcclVia | None = None
+    stack: str | None = None
+    variant: str | None = None
+    launcher: Launcher | None = None
+    id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this harness does not know, kept as read
+
+    @classmethod
+    def from_cell(cls, cell: Cell) -> CellFields:
+        return cls.from_json(cell.fields())
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "cell") -> CellFields:
+        data = _object(data, where)
+        known = {k: _field(data, k, str, where) for k in _CELL_KEYS}
+        return cls(**known, extra={k: v for k, v in data.items() if k not in _CELL_KEYS})
+
+    def to_json(self) -> dict[str, Any]:
+        known = {k: getattr(self, k) for k in _CELL_KEYS}
+        return {k: v for k, v in known.items() if v is not None} | dict(self.extra)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda == "cpu"
+
+    @property
+    def is_host(self) -> bool:
+        """Ran on the host engine (the stack installed in the harness's own Python)."""
+        return self.base == "host"
+
+    def nccl_label(self, loaded: str | None = None) -> str:
+        """NCCL as loaded (when known), else as asked for, with how it was installed; gloo for CPU cells."""
+        if self.is_cpu:
+            return "gloo (CPU)"
+        via = self.nccl_via or "bundled"
+        version = loaded or (self.nccl if self.nccl not in (None, "bundled") else None)
+        return f"{version} ({via})" if version else via
+
+    def row_key(self, loaded: str | None = None) -> tuple[str, ...]:
+        """The report row this cell belongs to: CUDA, NCCL, torch, Accelerate, launcher."""
+        return (self.cuda or "?", self.nccl_label(loaded), self.torch or "?", self.accelerate or "?",
+                self.launcher or "accelerate")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """The image a cell ran in (docker engine)."""
+
+    tag: str | None = None
+    id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tag": self.tag, "id": self.id}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "image") -> ImageRef | None:
+        if data is None:
+            return None
+        data = _object(data, where)
+        return cls(_field(data, "tag", str, where), _field(data, "id", str, where))
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of a cell as recorded: its number, its outcome, the raw attempt, the exact command."""
+
+    attempt: int | None
+    outcome: Outcome | None
+    raw: RawAttempt
+    command: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "outcome": self.outcome.to_json() if self.outcome else None,
+                "raw": self.raw.to_json(), "command": list(self.command)}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "attempt") -> AttemptRecord:
+        data = _object(data, where)
+        outcome = data.get("outcome")
+        command = _field(data, "command", list, where) or []
+        return cls(_field(data, "attempt", int, where),
+                   None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
+                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), tuple(str(x) for x in command))
+
+
+# ---------------------------------------------------------------- the cell record
+@dataclass(frozen=True)
+class CellRecord:
+    """One cell's record.json."""
+
+    cell: CellFields
+    outcome: Outcome | None
+    env: Mapping[str, str] = field(default_factory=dict)
+    image: ImageRef | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+
+    # making and storing -------------------------------------------------
+    @classmethod
+    def of(cls, cell: Cell, outcome: Outcome, attempts: Iterable[AttemptRecord] = (),
+           image: ImageRef | Mapping[str, Any] | None = None) -> CellRecord:
+        """The record of a matrix cell (results.save_record writes it)."""
+        if image is not None and not isinstance(image, ImageRef):
+            image = ImageRef.from_json(image)
+        return cls(CellFields.from_cell(cell), outcome, cell.variant.env_dict, image, tuple(attempts))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell": self.cell.to_json(), "env": dict(self.env),
+                "outcome": self.outcome.to_json() if self.outcome else None,
+                "image": self.image.to_json() if self.image else None,
+                "attempts": [a.to_json() for a in self.attempts]}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "") -> CellRecord:
+        """Read a record (older and partial ones too); RecordError when its JSON has the wrong shape."""
+        data = _object(data, where)
+        cell = data.get("cell")
+        outcome = data.get("outcome")
+        attempts = _field(data, "attempts", list, where) or []
+        return cls(CellFields.from_json({} if cell is None else cell, _at(where, "cell")),
+                   None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
+                   dict(_field(data, "env", dict, where) or {}),
+                   ImageRef.from_json(data.get("image"), _at(where, "image")),
+                   tuple(AttemptRecord.from_json(a, _at(where, f"attempts[{i}]")) for i, a in enumerate(attempts)))
+
+    @classmethod
+    def parse(cls, data: Any) -> CellRecord | None:
+        """The record `data` holds, or None when it holds none (for readers that must never raise)."""
+        if isinstance(data, CellRecord):
+            return data
+        try:
+            return cls.from_json(data)
+        except RecordError:
+            return None
+
+    # the outcome ---------------------------------------------------------
+    @property
+    def id(self) -> str | None:
+        return self.cell.id
+
+    @property
+    def status(self) -> Status | None:
+        return self.outcome.status if self.outcome else None
+
+    @property
+    def reason(self) -> str | None:
+        return self.outcome.reason if self.outcome else None
+
+    @property
+    def phase(self) -> str | None:
+        return self.outcome.phase if self.outcome else None
+
+    @property
+    def error_class(self) -> str | None:
+        return self.outcome.error_class if self.outcome else None
+
+    @property
+    def seconds(self) -> float | None:
+        return self.outcome.seconds if self.outcome else None
+
+    @property
+    def done(self) -> bool:
+        """Recorded with a final outcome: `--resume` does not run it again (an interrupted cell it does)."""
+        return self.status not in (None, "interrupted")
+
+    # the attempts --------------------------------------------------------
+    @property
+    def attempt_count(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def last_attempt(self) -> AttemptRecord | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def last_raw(self) -> RawAttempt:
+        """The raw record of the last attempt (empty when the cell never ran: n/a, build-error)."""
+        return self.attempts[-1].raw if self.attempts else RawAttempt()
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self.last_raw.fingerprint
+
+    @property
+    def loaded_nccl(self) -> str | None:
+        """NCCL as the ranks loaded it (fingerprint), else as NCCL's log says; None when it never ran."""
+        return self.last_raw.loaded_nccl
+
+    @property
+    def bandwidth_rows(self) -> tuple[BandwidthRow, ...]:
+        return self.last_raw.bandwidth_rows
+
+    @property
+    def transports(self) -> tuple[str, ...]:
+        return self.last_raw.transports
+
+    @property
+    def phase_timings(self) -> dict[str, float]:
+        return self.last_raw.phase_timings
+
+    @property
+    def launcher_changes(self) -> dict[str, EnvChange]:
+        return self.fingerprint.env_changed
+
+    @property
+    def image_tag(self) -> str | None:
+        return self.image.tag if self.image else None
+
+    @property
+    def nccl_label(self) -> str:
+        """NCCL as loaded when the cell got that far (fingerprint), else as asked for."""
+        return self.cell.nccl_label(self.fingerprint.nccl_loaded)
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """CUDA, NCCL (nccl_label), torch, Accelerate, launcher: the report row of this cell."""
+        return self.cell.row_key(self.fingerprint.nccl_loaded)
+
+    def busbw_at(self, size: int | None) -> tuple[int, float] | None:
+        """(bytes, busbw GB/s) at `size`, else at the largest size measured; None without a busbw."""
+        rows = [r for r in self.bandwidth_rows if r.busbw_gbs]
+        if not rows:
+            return None
+        exact = [r for r in rows if r.bytes == size]
+        row = exact[0] if exact else max(rows, key=lambda r: r.bytes)
+        return row.bytes, row.busbw_gbs
+
+
+def not_applicable(cell: Cell) -> CellRecord:
+    """The record of a cell that cannot exist (matrix.Cell.na_reason says why); it never runs."""
+    return CellRecord.of(cell, Outcome("n/a", cell.na_reason or ""))
+
+
+def build_error(cell: Cell, build: BuildResult) -> CellRecord:
+    """The record of a cell whose image could not be built."""
+    return CellRecord.of(cell, Outcome("build-error", build.reason, detail={"log": build.log}))
+
+
+# ---------------------------------------------------------------- run.json
+@dataclass(frozen=True)
+class RunFacts:
+    """The facts of a run (run.json) that reports read; None where the file lacks them (early run.json
+    files held the hostname only, and their `cells` only ids)."""
+
+    run_id: str | None = None
+    started: str | None = None
+    hostname: str | None = None
+    os: str | None = None
+    driver: str | None = None
+    host_gpus: tuple[str, ...] = ()  # GPU names on the host
+    gpus: tuple[str, ...] = ()  # the GPU ids the cells used (--gpus)
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_runtimes: tuple[str, ...] = ()
+    harness_version: str | None = None
+    git_commit: str | None = None
+    matrix_path: str | None = None
+    matrix_sha256: str | None = None
+    cell_ids: tuple[str, ...] = ()  # every cell of the run, in order
+    cells: Mapping[str, CellFields] = field(default_factory=dict)  # id -> fields, where run.json has them
+
+    @classmethod
+    def from_json(cls, run: Any) -> RunFacts:
+        """Never raises: a fact of the wrong type reads as missing."""
+        run = _map(run)
+        host = run.get("host")
+        host = {"hostname": host} if isinstance(host, str) else _map(host)
+        engine = _map(host.get("engine")) or {"name": run.get("engine")}
+        matrix = _map(run.get("matrix"))
+        ids: list[str] = []
+        cells: dict[str, CellFields] = {}
+        for entry in run.get("cells") if isinstance(run.get("cells"), list) else []:
+            if isinstance(entry, str):
+                ids.append(entry)
+            elif isinstance(entry, Mapping) and _str(entry.get("id")):
+                try:
+                    cells[entry["id"]] = CellFields.from_json(entry)
+                except RecordError:
+                    pass
+                ids.append(entry["id"])
+        return cls(_str(run.get("run_id")), _str(run.get("started")), _str(host.get("hostname")), _str(host.get("os")),
+                   _str(host.get("driver")), _strs(host.get("gpus")), _strs(run.get("gpus")),
+                   _str(engine.get("name")), _str(engine.get("version")), _strs(engine.get("runtimes")),
+                   _str(host.get("harness_version")) or _str(run.get("harness_version")), _str(host.get("git_commit")),
+                   _str(matrix.get("path")), _str(matrix.get("sha256")), tuple(dict.fromkeys(ids)), cells)
+
+
+__all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase",
+           "PHASES", "WORKLOAD_PHASES", "ErrorClass", "ERROR_CLASSES", "WORKLOAD_ERROR_CLASSES", "EndedBy", "ENDED_BY",
+           "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "RecordError",
+           "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
+           "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
+           "not_applicable", "build_error", "RunFacts"]

@@ -1,0 +1,68 @@
+"""What the user selected: the matrix file (GPU or CPU by default), the --only/--exclude filters, and
+the GPU ids of --gpus, each checked before anything starts and each bad value named with its flag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import matrix
+from .errors import HarnessError
+from .matrix import Cell, Matrix
+from .progress import Progress
+
+
+@dataclass(frozen=True)
+class Selection:
+    matrix: Path | None = None
+    only: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+def present_gpus() -> list[str]:
+    """Indexes of the NVIDIA GPUs this host's driver exposes (no nvidia-smi needed)."""
+    return sorted((p.name[len("nvidia"):] for p in Path("/dev").glob("nvidia[0-9]*")), key=int)
+
+
+def gpus_visible() -> bool:
+    """NVIDIA GPUs on this host, as the driver exposes them."""
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
+
+
+def default_matrix(progress: Progress) -> Path:
+    if gpus_visible():
+        return matrix.DEFAULT_GPU_MATRIX
+    progress.say(
+        f"No NVIDIA GPU on this host: using {matrix.DEFAULT_CPU_MATRIX.name} "
+        f"(pass --matrix {matrix.DEFAULT_GPU_MATRIX.name} for the GPU matrix)."
+    )
+    return matrix.DEFAULT_CPU_MATRIX
+
+
+def resolve(selection: Selection, progress: Progress) -> tuple[Matrix, list[Cell]]:
+    """Load the matrix and apply --only/--exclude; both flags are checked before the file is read."""
+    only = [matrix.parse_filter(t, "--only") for t in selection.only]
+    exclude = [matrix.parse_filter(t, "--exclude") for t in selection.exclude]
+    m = matrix.load(selection.matrix or default_matrix(progress))
+    return m, matrix.select(m.cells, only, exclude)
+
+
+def check_gpus(requested: str | None) -> tuple[str, ...]:
+    """'all' or '0,1' -> device ids; bad input names the flag."""
+    if requested in (None, ""):
+        return ()
+    if requested == "all":
+        present = present_gpus()
+        if not present:
+            raise HarnessError("--gpus all: no NVIDIA GPU on this host. Fix: drop --gpus to run the CPU cells.")
+        return tuple(present)
+    ids = tuple(part.strip() for part in requested.split(","))
+    if not all(i.isdigit() for i in ids) or len(set(ids)) != len(ids):
+        raise HarnessError(f"--gpus {requested}: expected `all` or distinct GPU indexes like 0,1. Fix: e.g. --gpus 0,1.")
+    present = set(present_gpus())
+    missing = [i for i in ids if i not in present]
+    if missing:
+        have = ",".join(sorted(present, key=int)) or "none"
+        raise HarnessError(f"--gpus {requested}: GPU {','.join(missing)} does not exist here (present: {have}). "
+                           "Fix: pick from the present ones, or `all`.")
+    return ids

@@ -1,0 +1,159 @@
+"""The harness's commands, declared once: the invoke tasks behind `invoke` (the repo root's tasks.py
+exposes this collection), `python -m harness` and the `nccl-harness` script (harness/cli.py runs an
+invoke Program over it). Each task parses its flags, calls harness.commands and exits with its code;
+no logic here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Exit, task
+
+from . import commands, images
+from .cli import guarded
+from .errors import HarnessError
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise Exit(code=code)
+
+
+def _number(flag: str, value, kind: type, example: str):
+    """A numeric flag's value. invoke would cast an int default's flag with int() itself and print a
+    traceback for `--retries two`, so numeric flags are declared with string defaults and converted
+    here, where a bad value is a HarnessError naming the flag (exit 2, through guarded)."""
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "a whole number" if kind is int else "a number"
+        raise HarnessError(f"{flag} {value!r}: expected {what}. Fix: e.g. {flag} {example}.") from None
+
+
+def _selection(matrix, only, exclude) -> commands.Selection:
+    return commands.Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()))
+
+
+SELECT_HELP = {
+    "matrix": "matrix file (default: matrix.yaml with GPUs, matrix-cpu.yaml without)",
+    "only": "glob on the cell id, or key=glob (cuda, torch, accelerate, nccl, variant, launcher, ...); repeatable",
+    "exclude": "like --only, removes cells; repeatable",
+}
+
+
+BUILD_HELP = {
+    "rebuild": "build again from scratch (no layer cache) even when an image with the same content hash exists",
+    "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
+    "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
+    "results": "results folder (default: results/)",
+    "run_id": "run folder name (default: a new timestamped one)",
+}
+
+
+def _build_options(rebuild, wheelhouse, ca_bundle) -> images.BuildOptions:
+    return images.BuildOptions.from_env(
+        rebuild=rebuild, wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca_bundle) if ca_bundle else None
+    )
+
+
+@task(
+    iterable=["only", "exclude", "timeout"],
+    help={
+        **SELECT_HELP,
+        **BUILD_HELP,
+        "list": "print the expanded cells (n/a ones with their reason) and stop",
+        "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
+        "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
+        "engine": "docker or host (default: docker when reachable, else host)",
+        "ranks": "ranks of a CPU cell (default: the matrix file's)",
+        "retries": "re-run hang and infra-error cells up to N times (default 0)",
+        "resume": "continue a run (--run-id, default the latest): skip cells already recorded",
+        "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
+        "jobs": "images built in parallel (default 1; cells always run one at a time)",
+        "dry_run": "print what would be built and each cell's docker run line; run nothing",
+    },
+)
+def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
+           retries="0", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
+           results=None, run_id=None):
+    """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
+    selection = _selection(matrix, only, exclude)
+    if list:
+        _exit(guarded(lambda: commands.list_cells(selection, as_json=json)))
+        return
+
+    def run() -> int:
+        options = commands.MatrixOptions(
+            engine=engine, gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            retries=_number("--retries", retries, int, "1"), resume=resume, timeouts=tuple(timeout or ()),
+            jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
+            results=Path(results) if results else commands.results.DEFAULT_RESULTS, run_id=run_id,
+            build=_build_options(rebuild, wheelhouse, ca_bundle),
+        )
+        return commands.run_matrix(selection, options)
+
+    _exit(guarded(run))
+
+
+@task(name="list", iterable=["only", "exclude"], help={**SELECT_HELP, "json": "machine-readable"})
+def list_(c, matrix=None, only=None, exclude=None, json=False):
+    """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""
+    _exit(guarded(lambda: commands.list_cells(_selection(matrix, only, exclude), as_json=json)))
+
+
+@task(
+    iterable=["only", "exclude"],
+    help={**SELECT_HELP, **BUILD_HELP, "jobs": "images built in parallel (default 1)"},
+)
+def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None,
+          jobs="1"):
+    """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), _build_options(rebuild, wheelhouse, ca_bundle),
+                                         res, run_id, _number("--jobs", jobs, int, "2"))))
+
+
+@task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL"})
+def base_image(c, ref="harness-base:bookworm", mirror=None):
+    """Make the local Debian base image with debootstrap + docker import (no registry needed)."""
+    _exit(guarded(lambda: commands.base_image(ref, mirror)))
+
+
+@task(help={"run": "run id or folder (default: the latest)", "results": "results folder", "out": "write to a file"})
+def report(c, run=None, results=None, out=None):
+    """Render a run's compatibility report as markdown (default: the latest run)."""
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.report(run, res, Path(out) if out else None)))
+
+
+@task(help={"base": "the run before", "new": "the run after", "threshold": "busbw change that counts (default 0.1)",
+            "results": "results folder", "out": "also write the diff to a file"})
+def compare(c, base, new, threshold="0.1", results=None, out=None):
+    """Diff two runs by cell id; exit 1 when something regressed (the driver-upgrade check)."""
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.compare(base, new, res, _number("--threshold", threshold, float, "0.1"),
+                                           Path(out) if out else None)))
+
+
+@task(help={"run": "run id or folder (default: the latest)", "to": "docs folder to publish into",
+            "results": "results folder"})
+def publish(c, run=None, to=None, results=None):
+    """Publish a run's report and bandwidth plot into a docs tree, with an index of hosts and runs."""
+    if not to:
+        raise Exit("error: publish needs --to DOCS_FOLDER (e.g. --to docs/compat).", code=2)
+    res = Path(results) if results else commands.results.DEFAULT_RESULTS
+    _exit(guarded(lambda: commands.publish(run, Path(to), res)))
+
+
+@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default) or host"})
+def doctor(c, gpus=None, engine=None):
+    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
+    _exit(guarded(lambda: commands.doctor(gpus, engine)))
+
+
+@task(help={"images": "also remove the harness's images (not the base image)"})
+def clean(c, images=False):
+    """Remove every container the harness left (and, with --images, its images)."""
+    _exit(guarded(lambda: commands.clean(images)))

@@ -1,0 +1,216 @@
+"""The typed cell record: its closed sets are defined once, it reads old and partial records, refuses
+JSON of the wrong shape (which load_run reports as corrupt), and writes exactly the stored layout."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from harness import hints, images, matrix, outcome, record, report, results, supervise
+from harness.matrix import Cell, Stack, Variant
+from harness.record import (AttemptRecord, CellFields, CellRecord, Outcome, RawAttempt, RecordError, RunFacts,
+                            build_error, not_applicable)
+from harness.workload import classify as workload_classify
+from harness.workload import cli as workload_cli
+
+DATA = Path(__file__).parent / "data"
+H200 = json.loads((DATA / "h200-preload-record.json").read_text())
+STACK = Stack(cuda="12.4.1", torch="2.5.1+cu124", accelerate="1.2.1", base="nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+              python="3.10", template="cuda")
+CELL = Cell(STACK, Variant("p2p-off", (("NCCL_P2P_DISABLE", "1"),)), "torchrun")
+
+
+# ---------------------------------------------------------------- closed sets, defined once
+def test_phases_and_error_classes_come_from_the_workload():
+    assert record.WORKLOAD_PHASES is workload_cli.PHASES
+    assert record.PHASES == ("startup", *workload_cli.PHASES)
+    assert record.ERROR_CLASSES == (*workload_classify.ERROR_CLASSES, "killed")
+    assert supervise.PHASES == workload_cli.PHASES and supervise.STARTUP == "startup"
+
+
+def test_every_module_uses_the_record_sets():
+    assert outcome.STATUSES is record.STATUSES and outcome.ERROR_CLASSES is record.ERROR_CLASSES
+    assert outcome.RETRYABLE is record.RETRYABLE and outcome.Outcome is record.Outcome
+    assert matrix.LAUNCHERS is record.LAUNCHERS
+    assert hints.PHASES is record.PHASES and hints.STATUSES is record.STATUSES and hints.ERROR_CLASSES is record.ERROR_CLASSES
+    assert supervise.Attempt is record.RawAttempt and supervise.Stall is record.Stall
+    assert set(report.SYMBOLS) == {*record.STATUSES, "missing"}
+    assert images.BuildResult.__annotations__["status"] == "BuildStatus"
+    assert set(record.GOOD) | set(record.FAILED) | {"infra-error", "interrupted"} == set(record.STATUSES)
+
+
+def test_the_launchers_a_matrix_accepts_are_the_record_launchers(write_matrix):
+    text = ('version: 1\nstacks:\n  matrix:\n    cuda: ["cpu"]\n    torch: ["2.5.1"]\n    accelerate: ["1.2.1"]\n'
+            f"variants: [default]\nlaunchers: [{', '.join(record.LAUNCHERS)}]\n")
+    m = matrix.load(write_matrix(text))
+    assert {c.launcher for c in m.cells} == set(record.LAUNCHERS)
+
+
+# ---------------------------------------------------------------- layout
+def test_a_real_record_reads_and_writes_back_unchanged():
+    rec = CellRecord.from_json(H200)
+    assert rec.to_json() == {k: v for k, v in H200.items() if k != "schema"} | {"image": None}  # older: no image yet
+    assert list(rec.to_json()) == ["cell", "env", "outcome", "image", "attempts"]
+    assert list(rec.to_json()["cell"]) == list(H200["cell"])
+    assert CellRecord.from_json(rec.to_json()) == rec
+
+
+def test_a_new_record_has_the_layout_runner_wrote():
+    raw = RawAttempt.from_json(H200["attempts"][0]["raw"])
+    result = outcome.classify(raw)
+    rec = CellRecord.of(CELL, result, [AttemptRecord(1, result, raw, ("accelerate", "launch"))], {"tag": "t", "id": "i"})
+    assert rec.to_json() == {"cell": CELL.fields(), "env": {"NCCL_P2P_DISABLE": "1"}, "outcome": result.to_json(),
+                             "image": {"tag": "t", "id": "i"},
+                             "attempts": [{"attempt": 1, "outcome": result.to_json(), "raw": H200["attempts"][0]["raw"],
+                                           "command": ["accelerate", "launch"]}]}
+    assert list(rec.to_json()["cell"]) == list(CELL.fields())
+
+
+def test_save_record_is_atomic_json_with_the_schema(tmp_path):
+    path = results.save_record(tmp_path, "R", not_applicable(Cell(STACK, Variant("default"), na_reason="no wheel")))
+    assert path == tmp_path / "R" / "cells" / "cu12.4.1-torch2.5.1+cu124-acc1.2.1+default" / "record.json"
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1 and data["outcome"]["status"] == "n/a" and data["outcome"]["reason"] == "no wheel"
+    assert data["attempts"] == [] and data["image"] is None
+    assert list(path.parent.iterdir()) == [path]  # no temporary file left
+
+
+def test_build_error_record_keeps_the_log():
+    built = images.BuildResult("s", "tag", "build-error", "pip failed", 1.0, "/logs/s.log")
+    rec = build_error(CELL, built)
+    assert (rec.status, rec.reason, rec.outcome.detail) == ("build-error", "pip failed", {"log": "/logs/s.log"})
+    assert rec.attempt_count == 0 and rec.last_attempt is None and rec.bandwidth_rows == ()
+
+
+# ---------------------------------------------------------------- old, partial and wrong records
+@pytest.mark.parametrize("data", [{}, {"attempts": []}, {"attempts": None}, {"attempts": [{"raw": None}]},
+                                  {"cell": {"id": "x"}, "outcome": None},
+                                  {"outcome": {"status": "pass"}, "attempts": [{"outcome": {"status": "pass"}}]}])
+def test_partial_records_read_with_nothing_made_up(data):
+    rec = CellRecord.from_json(data)
+    assert rec.fingerprint.nccl_loaded is None and rec.bandwidth_rows == () and rec.transports == ()
+    assert rec.busbw_at(None) is None and rec.phase_timings == {} and rec.launcher_changes == {}
+    assert rec.image_tag is None and rec.row_key[0] == "?"
+    if rec.outcome is None:
+        assert (rec.status, rec.reason, rec.phase, rec.error_class) == (None, None, None, None) and not rec.done
+
+
+@pytest.mark.parametrize("data, words", [
+    ([], "the record should be an object"),
+    ({"outcome": "hang"}, "outcome should be an object"),
+    ({"outcome": {"status": "maybe"}}, "outcome.status 'maybe' is not one of"),
+    ({"outcome": {"status": "fail", "seconds": "ten"}}, "outcome.seconds should be a number"),
+    ({"cell": []}, "cell should be an object"),
+    ({"cell": {"torch": 2.5}}, "cell.torch should be a string"),
+    ({"env": "NCCL_P2P_DISABLE=1"}, "env should be an object"),
+    ({"attempts": {}}, "attempts should be a list"),
+    ({"attempts": [None]}, "attempts[0] should be an object"),
+    ({"attempts": [{"raw": {"ranks": []}}]}, "attempts[0].raw.ranks should be an object"),
+    ({"attempts": [{"raw": {"ended_by": "tired"}}]}, "attempts[0].raw.ended_by 'tired' is not one of"),
+    ({"image": "nccl-harness/x"}, "image should be an object"),
+])
+def test_a_record_of_the_wrong_shape_is_refused_with_where(data, words):
+    with pytest.raises(RecordError) as err:
+        CellRecord.from_json(data)
+    assert words in str(err.value)
+    assert CellRecord.parse(data) is None
+
+
+def test_load_run_reports_a_wrong_shape_as_corrupt(tmp_path):
+    run = tmp_path / "R"
+    results.save_record(tmp_path, "R", CellRecord.from_json(H200))
+    bad = results.cell_dir(tmp_path, "R", "bad") / "record.json"
+    results.write_json(bad, H200 | {"attempts": [{"raw": {"phases": []}}]})
+    data = results.load_run(run)
+    assert list(data.records) == [H200["cell"]["id"]] and isinstance(data.records[H200["cell"]["id"]], CellRecord)
+    assert data.problems == {"bad": "corrupt record.json (attempts[0].raw.phases should be an object, not list [])",
+                             "run.json": "missing"}
+
+
+def test_garbage_inside_the_evidence_reads_as_missing():
+    raw = RawAttempt.from_json({"ranks": {"0": None, "1": {"error": "boom", "result": []}}, "nccl": {"0": {"warnings": "x"}},
+                                "forensics": {"nccl_tail": []}, "stall": {"ranks_behind": "1"},
+                                "phases": {"fingerprint": {"fingerprint": {"gpus": {"error": 1}, "memlock": {"soft": "lots"},
+                                                                           "nccl_loaded": 22803, "peer_access": {}}},
+                                           "bandwidth": {"rows": [None, {"bytes": "1M"}]}}})
+    fp = raw.fingerprint
+    assert (fp.gpu_names, fp.gpu_count, fp.memlock_soft, fp.nccl_loaded, fp.peer_access) == ((), None, None, None, ())
+    assert raw.rank_states[1].error is None and raw.rank_states[1].result is None and raw.rank_states[0].phase is None
+    assert raw.nccl_logs["0"].warnings == () and raw.nccl_tails == () and raw.stall_info.ranks_behind == ()
+    assert raw.bandwidth_rows == (record.BandwidthRow(0),)
+
+
+# ---------------------------------------------------------------- accessors
+def test_accessors_of_a_real_record():
+    rec = CellRecord.from_json(H200)
+    assert (rec.id, rec.status, rec.phase, rec.error_class, rec.done) == (H200["cell"]["id"], "pass", None, None, True)
+    assert rec.cell.variant == "default" and rec.cell.launcher == "accelerate" and rec.cell.is_host
+    assert rec.loaded_nccl == "2.28.3" and rec.fingerprint.nccl_compiled == "2.28.9"
+    assert rec.nccl_label == "2.28.3 (bundled)"
+    assert rec.row_key == ("13.0", "2.28.3 (bundled)", "2.11.0", "1.15.0", "accelerate")
+    assert rec.fingerprint.driver == "580.159.04" and rec.fingerprint.gpu_names == ("NVIDIA H200",)
+    assert rec.fingerprint.memlock_soft == math.inf and rec.fingerprint.shm_bytes == 137438953472
+    assert list(rec.phase_timings) == list(record.WORKLOAD_PHASES)
+    assert [r.bytes for r in rec.bandwidth_rows][-1] == 2147483648
+    assert rec.busbw_at(None) is None  # one rank: no bus bandwidth
+    assert rec.attempt_count == 1 and rec.last_attempt.command == tuple(H200["attempts"][0]["command"])
+
+
+def test_busbw_at_a_size_else_the_largest():
+    rows = [{"bytes": b, "time_s": 1.0, "algbw_gbs": 1.0, "busbw_gbs": bw} for b, bw in ((1024, 1.0), (4096, 3.0), (2048, 0))]
+    data = copy.deepcopy(H200)
+    data["attempts"][0]["raw"]["phases"]["bandwidth"]["rows"] = rows
+    rec = CellRecord.from_json(data)
+    assert rec.busbw_at(1024) == (1024, 1.0) and rec.busbw_at(2048) == (4096, 3.0) and rec.busbw_at(None) == (4096, 3.0)
+
+
+def test_nccl_label_as_loaded_else_as_asked():
+    pinned = CellFields(cuda="12.4.1", nccl="2.21.5", nccl_via="pip")
+    assert pinned.nccl_label() == "2.21.5 (pip)" and pinned.nccl_label("2.21.5") == "2.21.5 (pip)"
+    assert CellFields(cuda="12.4.1", nccl="bundled", nccl_via="bundled").nccl_label() == "bundled"
+    assert CellFields(cuda="cpu").nccl_label("2.21.5") == "gloo (CPU)"
+    assert CellFields(cuda="12.4.1", nccl="2.27.3", nccl_via="system").row_key() == ("12.4.1", "2.27.3 (system)", "?", "?", "accelerate")
+
+
+def test_launcher_changes_and_done():
+    data = copy.deepcopy(H200)
+    data["attempts"][0]["raw"]["phases"]["fingerprint"]["fingerprint"]["nccl_env_changed"] = {
+        "NCCL_P2P_DISABLE": {"expected": None, "actual": "1"}}
+    data["outcome"]["status"] = "interrupted"
+    rec = CellRecord.from_json(data)
+    assert rec.launcher_changes == {"NCCL_P2P_DISABLE": record.EnvChange(None, "1")}
+    assert not rec.done
+
+
+def test_classify_takes_the_typed_attempt_or_its_json():
+    raw = H200["attempts"][0]["raw"]
+    assert outcome.classify(raw) == outcome.classify(RawAttempt.from_json(raw))
+
+
+def test_stall_round_trips():
+    stall = record.Stall("prepare", 120.0, 121.5, (1,), {1: "silent"})
+    assert stall.to_json() == {"phase": "prepare", "threshold": 120.0, "since_progress": 121.5, "ranks_behind": [1],
+                               "why_behind": {"1": "silent"}, "cap": False}
+    assert record.Stall.of(stall.to_json()) == stall
+
+
+# ---------------------------------------------------------------- run.json
+def test_run_facts_of_new_and_early_run_json():
+    new = RunFacts.from_json({"started": "2026-01-01T00:00:00+0000", "gpus": ["0"], "matrix": {"path": "m.yaml"},
+                              "host": {"hostname": "h", "driver": "550", "gpus": ["A", "A"], "engine": {"name": "docker"}},
+                              "cells": [CELL.fields(), "old-style-id"]})
+    assert (new.started, new.hostname, new.driver, new.host_gpus, new.gpus, new.engine, new.matrix_path) == (
+        "2026-01-01T00:00:00+0000", "h", "550", ("A", "A"), ("0",), "docker", "m.yaml")
+    assert new.cell_ids == (CELL.id, "old-style-id") and new.cells[CELL.id] == CellFields.from_cell(CELL)
+    early = RunFacts.from_json({"host": "box", "engine": "host", "cells": "garbage"})
+    assert (early.hostname, early.engine, early.cell_ids, early.started) == ("box", "host", (), None)
+    assert RunFacts.from_json(None) == RunFacts()
+
+
+def test_hints_read_typed_records_and_their_json_alike():
+    assert hints.facts(H200) == hints.facts(CellRecord.from_json(H200))
+    assert hints.facts({"outcome": "hang"}) == hints.Facts()
