@@ -123,6 +123,26 @@ class Fingerprint:
         return _str(_dig(self.data, "nccl_loaded", "version"))
 
     @property
+    def nccl_path(self) -> str | None:
+        """The file of the libnccl the rank really used."""
+        return _str(_dig(self.data, "nccl_loaded", "path"))
+
+    def nccl_how(self, asked: str | None) -> str | None:
+        """How the NCCL the rank used got there, from what it mapped: torch's own wheel (bundled), a
+        pinned pip wheel (pip), a system libnccl the cell asked for (system), or one a host forced in
+        over torch's own with LD_PRELOAD; None before the fingerprint."""
+        path = self.nccl_path
+        if not path:
+            return None
+        if "/nvidia/nccl/" in path:  # a pip wheel (nvidia-nccl-cuXX), torch's RPATH dependency
+            return "pip" if asked == "pip" else "bundled"
+        mapped = _dig(self.data, "nccl_loaded", "all")
+        over_torch = isinstance(mapped, list) and any("/nvidia/nccl/" in str(_dig(e, "path")) for e in mapped)
+        if asked == "system":
+            return "system"
+        return "system, LD_PRELOAD by the host" if over_torch else "system"
+
+    @property
     def driver(self) -> str | None:
         return _str(_dig(self.data, "driver", "version"))
 
@@ -301,9 +321,15 @@ class RawAttempt:
     # threshold + detection delay + forensics + kill); what bench/hang_latency.py measures.
     verdict_after_progress: float = 0.0
     nccl: dict[str, dict] = field(default_factory=dict)  # per rank: what its NCCL_DEBUG log says
+    # the NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher started with (host or image; CellSpec)
+    # (None: an older record, which did not keep it)
+    inherited_env: dict[str, str] | None = None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if self.inherited_env is None:  # an older record reads and writes back unchanged
+            del data["inherited_env"]
+        return data
 
     @classmethod
     def from_json(cls, data: Any, where: str = "raw") -> RawAttempt:
@@ -314,7 +340,7 @@ class RawAttempt:
         if values["ended_by"] not in (None, "", *ENDED_BY):
             raise RecordError(f"{_at(where, 'ended_by')} {values['ended_by']!r} is not one of {', '.join(ENDED_BY)}")
         defaults = cls()
-        return cls(**{k: (v if v is not None or k in ("exit_code", "stall") else getattr(defaults, k))
+        return cls(**{k: (v if v is not None or k in ("exit_code", "stall", "inherited_env") else getattr(defaults, k))
                       for k, v in values.items()})
 
     # views for readers -------------------------------------------------
@@ -358,6 +384,11 @@ class RawAttempt:
         return Stall.of(self.stall) if isinstance(self.stall, Mapping) else None
 
     @property
+    def harness_env(self) -> dict[str, Any]:
+        """The variables the workload set itself before init (NCCL_DEBUG..., async error handling)."""
+        return {k: v for k, v in _map(_dig(self.phases, "init", "env_set")).items() if isinstance(k, str)}
+
+    @property
     def nccl_tails(self) -> tuple[str, ...]:
         """The NCCL log tails the forensics kept (hangs)."""
         tails = _map(self.forensics.get("nccl_tail")).values()
@@ -367,5 +398,5 @@ class RawAttempt:
 _RAW_KINDS = {"cell_id": str, "engine": str, "attempt": int, "expected_ranks": int, "ended_by": str, "exit_code": int,
               "seconds": float, "started_wall": float, "infra_reason": str, "stall": dict, "ranks": dict, "phases": dict,
               "launcher_tail": str, "forensics": dict, "leftovers": list, "out_dir": str,
-              "verdict_after_progress": float, "nccl": dict}  # the JSON type of every RawAttempt field
+              "verdict_after_progress": float, "nccl": dict, "inherited_env": dict}  # the JSON type of every RawAttempt field
 assert set(_RAW_KINDS) == {f.name for f in fields(RawAttempt)}

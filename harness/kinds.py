@@ -35,6 +35,11 @@ Launcher = Literal["accelerate", "torchrun"]
 LAUNCHERS: tuple[Launcher, ...] = get_args(Launcher)
 NcclVia = Literal["bundled", "pip", "system"]  # torch's own NCCL, a pinned pip wheel, a system libnccl2 + LD_PRELOAD
 NCCL_VIAS: tuple[NcclVia, ...] = get_args(NcclVia)
+# Where a variable a rank saw came from: the variant asked for it, the harness set it (logging, error
+# handling), the launcher added or changed it (Accelerate's RTX 40 rule...), it was in the host's or
+# image's environment; "host or image" where an older record cannot tell inherited from launcher.
+EnvOrigin = Literal["variant", "harness", "launcher", "inherited", "host or image"]
+ENV_ORIGINS: tuple[EnvOrigin, ...] = get_args(EnvOrigin)
 BuildStatus = Literal["built", "cached", "build-error"]
 BUILD_STATUSES: tuple[BuildStatus, ...] = get_args(BuildStatus)
 

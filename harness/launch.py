@@ -58,11 +58,14 @@ def launch(
     out: str = CONTAINER_OUT,
     port: int = 29500,
     extra_args: tuple[str, ...] = (),
+    inherited_env: dict[str, str] | None = None,
 ) -> Launch:
     """argv + env for `ranks` ranks of `cell` through its launcher (GPU cells: one rank per GPU)."""
     device = "cpu" if cell.stack.is_cpu else "cuda"
     env = cell.variant.env_dict
-    args = workload_args(m, out, device, env, extra_args)
+    # what the rank should see unless the launcher changes it: the host's or image's own variables
+    # under the variant's; the rank reports every difference (the launcher's doing)
+    args = workload_args(m, out, device, {**(inherited_env or {}), **env}, extra_args)
     if cell.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
                 "--master_addr", "127.0.0.1", "--master_port", str(port), workload, *args]

@@ -4,24 +4,39 @@ the closed sets of statuses and error classes, and the raw attempt's typed views
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping
 from typing import Any
 
-from .record import ERROR_CLASSES, RETRYABLE, STATUSES, Outcome, RawAttempt, Stall
+from .evidence import RankError
+from .record import ERROR_CLASSES, PHASES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
+from .workload.classify import classify_text
 
 __all__ = ["ERROR_CLASSES", "RETRYABLE", "STATUSES", "Outcome", "classify", "launcher_failures", "loaded_nccl"]
 
 # torchrun / accelerate launch (torch elastic) list every failed rank:
 #   rank      : 1 (local_rank: 1)
 #   exitcode  : -9 (pid: 7250)  (SIGKILL)
-# Its "Root Cause (first observed failure)" is only the first it noticed, often a victim.
+# Its "Root Cause (first observed failure)" is only the first it noticed, often a victim; the name of
+# the signal is not always printed (seen on 2x H200: "exitcode : -15" alone for the launcher's SIGTERM).
 _FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank.*?\n\s*exitcode\s*:\s*(-?\d+)[^\n]*", re.S)
 _SIGNAME = re.compile(r"\((SIG[A-Z0-9]+)\)")
-_LAUNCHER_CLASSES = (
-    (re.compile(r"ModuleNotFoundError|ImportError|cannot open shared object"), "import"),
-    (re.compile(r"No space left on device|/dev/shm"), "shm"),
-    (re.compile(r"error: unrecognized arguments|usage: |invalid choice|Address already in use"), "launcher"),
-)
+# A rank whose own error only says that it lost its peer is a victim of whatever happened to the peer.
+_LOST_PEER = re.compile(
+    r"remote process exited|Connection reset by peer|Connection closed by (remote )?peer|Broken pipe|"
+    r"ncclRemoteError|remote error|peer (has )?closed|closed by peer|recvBytes failed|Failed to recv|"
+    r"NCCL communicator was aborted|communicator (was|has been) aborted|has been aborted|"
+    r"process group (has been |was )?(shut down|aborted|destroyed)", re.I)
+# torch's NCCL watchdog, on a collective that did not finish within the process-group timeout:
+#   [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLGATHER,
+#   NumelIn=..., NumelOut=..., Timeout(ms)=90000) ran for 90041 milliseconds before timing out.
+_WATCHDOG = re.compile(r"(?:\[Rank (\d+)\]\s*)?Watchdog caught collective operation timeout:\s*"
+                       r"WorkNCCL\(SeqNum=(\d+),\s*OpType=(\w+)(?:[^)]*?Timeout\(ms\)=(\d+))?")
+# gloo's own timeout on a collective (CPU cells): "Timed out waiting 90000ms for recv operation to complete"
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (send|recv) operation to complete")
+# NCCL's own account of an error, after its generic wrapper ("NCCL error in: ..., invalid usage ..."):
+_LAST_ERROR = re.compile(r"Last error:\s*\n?\s*(\S[^\n]*)")
+_CUDA_LINE = re.compile(r"(CUDA error: [^\n]+|Cuda failure [^\n]+|CUDA driver [^\n]+)")
 
 
 def _first_line(text: str | None) -> str:
@@ -31,13 +46,45 @@ def _first_line(text: str | None) -> str:
     return ""
 
 
+def _signame(code: int, printed: str | None) -> str | None:
+    if printed:
+        return printed
+    try:
+        return signal.Signals(-code).name if code < 0 else None
+    except ValueError:
+        return None
+
+
 def launcher_failures(launcher_tail: str) -> list[tuple[int, int, str | None]]:
     """(rank, exit code, signal name) of every rank the launcher reported as failed."""
     found = []
     for m in _FAILURE.finditer(launcher_tail or ""):
         sig = _SIGNAME.search(m.group(0))
-        found.append((int(m.group(1)), int(m.group(2)), sig.group(1) if sig else None))
+        code = int(m.group(2))
+        found.append((int(m.group(1)), code, _signame(code, sig.group(1) if sig else None)))
     return found
+
+
+def key_line(message: str | None, nccl_warnings: tuple[str, ...] = ()) -> str:
+    """The most specific line there is: NCCL's "Last error:" line, else the rank's first NCCL WARN
+    line, else a CUDA error line, else the message's first line (the generic wrapper)."""
+    text = message or ""
+    for rx in (_LAST_ERROR,):
+        m = rx.search(text)
+        if m:
+            return m.group(1).strip()[:300]
+    if nccl_warnings:
+        return nccl_warnings[0].strip()[:300]
+    m = _CUDA_LINE.search(text)
+    return m.group(1).strip()[:300] if m else _first_line(text)
+
+
+def _error_class(error: RankError, warnings: tuple[str, ...]) -> str:
+    """The class of a rank's error by the one classifier (the workload's), over its message and its
+    NCCL warnings; the class the rank recorded when the text says nothing more specific."""
+    text = "\n".join([error.message or "", *warnings])
+    found = classify_text(error.type or "", text)
+    return found if found != "other" else (error.error_class or "other")
 
 
 def _fail(raw: RawAttempt, phase: str | None, error_class: str, reason: str, **detail: Any) -> Outcome:
@@ -46,11 +93,60 @@ def _fail(raw: RawAttempt, phase: str | None, error_class: str, reason: str, **d
 
 def _startup_failure(raw: RawAttempt) -> Outcome:
     tail = raw.launcher_tail
-    error_class = next((cls for rx, cls in _LAUNCHER_CLASSES if rx.search(tail)), "launcher")
+    found = classify_text("", tail)
+    error_class = found if found != "other" else "launcher"
     lines = [l for l in tail.splitlines() if l.strip()]
     key = next((l for l in reversed(lines) if re.search(r"Error|error|FAILED", l)), lines[-1] if lines else "")
     return _fail(raw, "startup", error_class,
                  f"{len(raw.ranks)} of {raw.expected_ranks} ranks started; launcher exit {raw.exit_code}: {key.strip()[:300]}")
+
+
+def _watchdog(raw: RawAttempt) -> dict[str, Any] | None:
+    """What torch's watchdog said, where any rank's error or the launcher's output holds its line."""
+    texts = [s.error.message for s in raw.rank_states.values() if s.error and s.error.message]
+    for text in [*texts, raw.launcher_tail, *raw.nccl_tails]:
+        m = _WATCHDOG.search(text or "")
+        if m:
+            rank, seq, op, ms = m.groups()
+            return {"rank": int(rank) if rank else None, "seq_num": int(seq), "op_type": op,
+                    "timeout_s": int(ms) / 1000 if ms else None, "by": "torch's watchdog"}
+    for rank, state in sorted(raw.rank_states.items()):
+        m = _GLOO_TIMEOUT.search((state.error.message or "") if state.error else "")
+        if m:
+            return {"rank": rank, "seq_num": None, "op_type": f"gloo {m.group(2)}", "timeout_s": int(m.group(1)) / 1000,
+                    "by": "gloo's timeout"}
+    return None
+
+
+def _victims(raw: RawAttempt, cause: int, failures: dict[int, tuple[int, str | None]],
+             stall: Stall | None = None) -> dict[str, str]:
+    """Every other rank that did not finish, and why: it lost its peer, the launcher stopped it, or it
+    was still waiting when the supervisor stopped the cell."""
+    why: dict[str, str] = {}
+    behind = stall.why_behind if stall else {}
+    for rank, state in sorted(raw.rank_states.items()):
+        if rank == cause or (state.result and not state.error):  # finished well
+            continue
+        code, sig = failures.get(rank, (None, None))
+        if rank in behind and not state.error:
+            why[str(rank)] = f"{behind[rank]} after rank {cause} failed"
+        elif state.error and _LOST_PEER.search(state.error.message or ""):
+            why[str(rank)] = f"lost its peer in {state.error.phase or state.phase}: {_first_line(state.error.message)}"
+        elif state.error:  # an error of its own, later: the same fault seen twice, or a second one
+            why[str(rank)] = f"also failed in {state.error.phase or state.phase}: {_first_line(state.error.message)}"
+        elif sig:
+            why[str(rank)] = f"stopped by the launcher ({sig}) in {state.phase or STARTUP} after rank {cause} failed"
+        else:
+            why[str(rank)] = f"ended in {state.phase or STARTUP} after rank {cause} failed"
+    for rank in range(raw.expected_ranks):
+        if rank != cause and rank not in raw.rank_states:
+            why[str(rank)] = "never started (no events)"
+    return why
+
+
+def _victim_text(victims: dict[str, str]) -> str:
+    return "; ".join(f"rank {r} {w}" if w.startswith("also failed") else f"rank {r} is a victim: {w}"
+                     for r, w in victims.items())
 
 
 def _attempt(raw: RawAttempt | Mapping[str, Any]) -> RawAttempt:
@@ -78,36 +174,45 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
                        detail={"nccl_expected": nccl_expected, "nccl_loaded": loaded})
     if raw.ended_by == "interrupted":
         return Outcome("interrupted", "stopped by Ctrl-C", seconds)
-    if raw.ended_by in ("stall", "cap"):
-        stall = raw.stall_info or Stall.of({})
-        why = {str(r): text for r, text in stall.why_behind.items()}
-        what = (f"hard cap of {stall.threshold:.0f}s for the cell reached" if raw.ended_by == "cap"
-                else f"no progress for {stall.since_progress:.0f}s in {stall.phase} (threshold {stall.threshold:.0f}s)")
-        who = "; ".join(f"rank {r} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
-        return Outcome("hang", f"{what}; {who}", seconds, stall.phase, None,
-                       {"ranks_behind": list(stall.ranks_behind), "why_behind": why})
-    # The launcher exited.
+    # Whether the launcher exited or the supervisor stopped the cell: a rank that recorded its own error
+    # is the cause; ranks that only lost their peer, that the launcher stopped after it, or that were
+    # still waiting when the cell was stopped are its victims. A collective that timed out (torch's
+    # watchdog, gloo's own timeout) means a hang, whatever torch did next. Only when no rank recorded an
+    # error of its own is a rank killed by a signal (not the launcher's SIGTERM) the cause.
     ranks = raw.rank_states
+    logs = raw.nccl_logs
+    failures = {r: (c, s) for r, c, s in launcher_failures(raw.launcher_tail)}
+    watchdog = _watchdog(raw)
+    if watchdog is not None:
+        return _caught_by_watchdog(raw, watchdog)
+    stall = raw.stall_info if raw.ended_by in ("stall", "cap") else None
     errors = sorted(((r, s.error) for r, s in ranks.items() if s.error), key=lambda e: e[1].wall or 0)
+    own = [(r, e) for r, e in errors if not _LOST_PEER.search(e.message or "")]
+    if raw.ended_by in ("stall", "cap") and not own:
+        return _hang(raw, stall or Stall.of({}))
     silent = [r for r, s in ranks.items() if not s.result and not s.error]
-    # A rank that died by a signal without a word is the cause, and its peers' errors (connection
-    # reset, NCCL remote error) the consequence; SIGTERM is the launcher stopping the survivors.
-    killed = [(r, c, s) for r, c, s in launcher_failures(raw.launcher_tail) if c < 0 and r in silent and s != "SIGTERM"]
+    killed = [(r, *failures[r]) for r in silent if r in failures and failures[r][0] < 0 and failures[r][1] != "SIGTERM"]
+    if own or (errors and not killed):
+        rank, first = (own or errors)[0]
+        warnings = logs[str(rank)].warnings if str(rank) in logs else ()
+        line = key_line(first.message, warnings)
+        victims = _victims(raw, rank, failures, stall)
+        lost = "" if own else " (it only lost its peer, and no other rank said why)"
+        return _fail(raw, first.phase, _error_class(first, warnings),
+                     f"rank {rank}: {first.type}: {line}{lost}" + (f" ({_victim_text(victims)})" if victims else ""),
+                     rank=rank, key_line=line, victims=victims, ranks_with_errors=sorted({r for r, _ in errors}))
     if killed:
         rank, code, sig = killed[0]
         phase = ranks[rank].phase
+        victims = _victims(raw, rank, failures)
         return _fail(raw, phase, "killed", f"rank {rank} died in {phase} ({sig or f'signal {-code}'}) without an error",
-                     rank=rank, signal=sig, others=[_first_line(e.message) for _, e in errors])
-    if errors:
-        rank, first = errors[0]
-        return _fail(raw, first.phase, first.error_class or "other",
-                     f"rank {rank}: {first.type}: {_first_line(first.message)}",
-                     rank=rank, ranks_with_errors=sorted({r for r, _ in errors}))
+                     rank=rank, signal=sig or f"signal {-code}", victims=victims)
     if silent:
         rank = silent[0]
         phase = ranks[rank].phase
+        code, sig = failures.get(rank, (None, None))
         return _fail(raw, phase, "killed", f"rank {rank} died in {phase} without an error (launcher exit {raw.exit_code})",
-                     rank=rank)
+                     rank=rank, signal=sig, victims=_victims(raw, rank, failures))
     if len(raw.ranks) < raw.expected_ranks:
         return _startup_failure(raw)
     finished = list(ranks.values())
@@ -123,3 +228,38 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
         return Outcome("slow", f"busbw {busbw:.2f} GB/s at the largest size, below the {min_busbw:g} GB/s floor",
                        seconds, "bandwidth", None, {"busbw_gbs": busbw, "min_busbw": min_busbw})
     return Outcome("pass", f"busbw {busbw:.2f} GB/s at the largest size", seconds, None, None, {"busbw_gbs": busbw})
+
+
+def _hang(raw: RawAttempt, stall: Stall) -> Outcome:
+    """The supervisor stopped a cell in which no rank said anything of its own: a hang in the phase the
+    leading rank was in, the ranks behind named."""
+    why = {str(r): text for r, text in stall.why_behind.items()}
+    what = (f"hard cap of {stall.threshold:.0f}s for the cell reached" if raw.ended_by == "cap"
+            else f"no progress for {stall.since_progress:.0f}s in {stall.phase} (threshold {stall.threshold:.0f}s)")
+    who = "; ".join(f"rank {r} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
+    return Outcome("hang", f"{what}; {who}", raw.seconds, stall.phase, None,
+                   {"ranks_behind": list(stall.ranks_behind), "why_behind": why})
+
+
+def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
+    """A rank torn down by torch's watchdog was waiting in a collective that never completed: a hang in
+    its phase, whatever torch did next. The ranks that did not report the timeout are the ones behind."""
+    ranks = raw.rank_states
+    waiting = watchdog["rank"]
+    phase = ranks[waiting].phase if waiting in ranks else None
+    lead = max((s.phase for s in ranks.values() if s.phase), key=lambda p: PHASES.index(p) if p in PHASES else -1,
+               default=None)
+    phase = phase or lead or STARTUP
+    behind = {str(r): f"still in {s.phase or STARTUP}" if (PHASES.index(s.phase) if s.phase in PHASES else -1)
+              < PHASES.index(phase) else f"did not join the {watchdog['op_type']} in {s.phase}"
+              for r, s in sorted(ranks.items()) if r != waiting and not s.result}
+    for rank in range(raw.expected_ranks):
+        if rank not in ranks:
+            behind[str(rank)] = "never started (no events)"
+    after = f" after {watchdog['timeout_s']:.0f}s" if watchdog.get("timeout_s") else ""
+    on = f" on rank {waiting}" if waiting is not None else ""
+    who = "; ".join(f"rank {r} {w}" for r, w in behind.items()) or "all ranks waiting"
+    seq = f" (SeqNum={watchdog['seq_num']})" if watchdog.get("seq_num") is not None else ""
+    return Outcome("hang", f"{watchdog['op_type']}{seq} did not complete in {phase}: "
+                   f"caught by {watchdog['by']}{after}{on}; {who}", raw.seconds, phase, None,
+                   {"ranks_behind": [int(r) for r in behind], "why_behind": behind, "watchdog": watchdog})

@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _field, _map, _object, _str, _strs)
-from .kinds import (BUILD_STATUSES, ENDED_BY, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED, NCCL_VIAS, PHASES,
-                    RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES, BuildStatus, EndedBy,
-                    ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
+from .kinds import (BUILD_STATUSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED,
+                    NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES,
+                    BuildStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
+
+# Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
+_LAUNCHER_PREFIXES = ("ACCELERATE_", "TORCHELASTIC_")
 
 if TYPE_CHECKING:
     from .images import BuildResult
@@ -114,17 +117,18 @@ class CellFields:
         """Ran on the host engine (the stack installed in the harness's own Python)."""
         return self.base == "host"
 
-    def nccl_label(self, loaded: str | None = None) -> str:
-        """NCCL as loaded (when known), else as asked for, with how it was installed; gloo for CPU cells."""
+    def nccl_label(self, loaded: str | None = None, how: str | None = None) -> str:
+        """NCCL as loaded (when known), else as asked for, with how it got there (as the rank mapped it,
+        when known, else as the cell asked); gloo for CPU cells."""
         if self.is_cpu:
             return "gloo (CPU)"
-        via = self.nccl_via or "bundled"
+        via = how or self.nccl_via or "bundled"
         version = loaded or (self.nccl if self.nccl not in (None, "bundled") else None)
         return f"{version} ({via})" if version else via
 
-    def row_key(self, loaded: str | None = None) -> tuple[str, ...]:
+    def row_key(self, loaded: str | None = None, how: str | None = None) -> tuple[str, ...]:
         """The report row this cell belongs to: CUDA, NCCL, torch, Accelerate, launcher."""
-        return (self.cuda or "?", self.nccl_label(loaded), self.torch or "?", self.accelerate or "?",
+        return (self.cuda or "?", self.nccl_label(loaded, how), self.torch or "?", self.accelerate or "?",
                 self.launcher or "accelerate")
 
 
@@ -293,13 +297,42 @@ class CellRecord:
 
     @property
     def nccl_label(self) -> str:
-        """NCCL as loaded when the cell got that far (fingerprint), else as asked for."""
-        return self.cell.nccl_label(self.fingerprint.nccl_loaded)
+        """NCCL as loaded when the cell got that far (fingerprint: version and how), else as asked for."""
+        fp = self.fingerprint
+        return self.cell.nccl_label(fp.nccl_loaded, fp.nccl_how(self.cell.nccl_via))
 
     @property
     def row_key(self) -> tuple[str, ...]:
         """CUDA, NCCL (nccl_label), torch, Accelerate, launcher: the report row of this cell."""
-        return self.cell.row_key(self.fingerprint.nccl_loaded)
+        fp = self.fingerprint
+        return self.cell.row_key(fp.nccl_loaded, fp.nccl_how(self.cell.nccl_via))
+
+    def env_origins(self) -> dict[str, tuple[Any, EnvOrigin]]:
+        """Every variable the rank saw or the harness set, with its value and where it came from."""
+        raw, fp = self.last_raw, self.fingerprint
+        changed = fp.env_changed
+        inherited = raw.inherited_env or {}
+        recorded = raw.inherited_env is not None  # older records did not keep what the launcher started with
+        found: dict[str, tuple[Any, EnvOrigin]] = {}
+        for name, value in {**fp.env, **self.env}.items():
+            if name in changed and changed[name].actual is not None:
+                found[name] = (changed[name].actual, "launcher")
+            elif name in self.env:
+                found[name] = (fp.env.get(name, value), "variant")
+            elif name in inherited:
+                found[name] = (value, "inherited")
+            elif name == "CUDA_VISIBLE_DEVICES":
+                found[name] = (value, "harness")  # the host engine's --gpus
+            elif name.startswith(_LAUNCHER_PREFIXES) or recorded:
+                found[name] = (value, "launcher")
+            else:
+                found[name] = (value, "host or image")
+        for name, change in changed.items():  # a variable the launcher removed
+            if change.actual is None and name not in found:
+                found[name] = (None, "launcher")
+        for name, value in raw.harness_env.items():
+            found[name] = (value, "harness")
+        return dict(sorted(found.items()))
 
     def busbw_at(self, size: int | None) -> tuple[int, float] | None:
         """(bytes, busbw GB/s) at `size`, else at the largest size measured; None without a busbw."""
@@ -372,7 +405,8 @@ class RunFacts:
 
 __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase",
            "PHASES", "WORKLOAD_PHASES", "ErrorClass", "ERROR_CLASSES", "WORKLOAD_ERROR_CLASSES", "EndedBy", "ENDED_BY",
-           "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "RecordError",
+           "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
+           "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
            "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
            "not_applicable", "build_error", "RunFacts"]

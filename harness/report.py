@@ -187,6 +187,15 @@ def render(data: RunData) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _origins(record: CellRecord) -> str:
+    """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
+    groups: dict[str, list[str]] = {}
+    for name, (value, origin) in record.env_origins().items():
+        groups.setdefault(origin, []).append(f"{name}={value}" if value is not None else f"{name} unset")
+    order = ("variant", "inherited", "host or image", "launcher", "harness")
+    return "; ".join(f"{origin}: {' '.join(groups[origin])}" for origin in order if origin in groups) or "none"
+
+
 def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
     lines = [f"### {cell_id}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
@@ -197,6 +206,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
              ("torch / Accelerate", f"{fp.torch} / {fp.accelerate}" if fp else None),
              ("launcher changed", ", ".join(f"{k}: {c.expected} → {c.actual}" for k, c in record.launcher_changes.items())
               or "nothing" if fp else None),
+             ("variables by origin", _origins(record) if fp else None),
              ("attempts", str(record.attempt_count)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]

@@ -29,10 +29,12 @@ class RunOptions:
 def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path) -> CellSpec:
     """One attempt of a cell as the engine will start it: the real run and the dry run both use this."""
     ranks = len(opts.gpus) if opts.gpus else opts.ranks
-    lnch = engine.launch(cell, m, ranks=ranks, out=out, extra_args=opts.extra_args)
+    inherited = engine.inherited_env(image) if image or not engine.builds_images else {}
+    lnch = engine.launch(cell, m, ranks=ranks, out=out, extra_args=opts.extra_args, inherited_env=inherited)
     if opts.extra_env:
         lnch = launch.Launch(lnch.argv, lnch.env + opts.extra_env, lnch.ranks, lnch.device)
-    return CellSpec(opts.run_id, cell.id, lnch, out, image=image, gpus=opts.gpus, attempt=attempt)
+    return CellSpec(opts.run_id, cell.id, lnch, out, image=image, gpus=opts.gpus, attempt=attempt,
+                    inherited_env=tuple(sorted(inherited.items())))
 
 
 def run_cell(

@@ -230,7 +230,8 @@ def supervise(
     `on_start` gets the running cell (tests and benchmarks signal its ranks through it)."""
     out = spec.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out))
+    record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out),
+                     inherited_env=dict(spec.inherited_env))
     started = time.monotonic()
     record.started_wall = time.time()
     watch = Watch(spec.launch.ranks, timeouts, started)

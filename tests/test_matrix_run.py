@@ -126,3 +126,20 @@ def test_gpu_cell_on_an_engine_without_the_nvidia_runtime_is_infra_error(engine,
     assert result.status == "infra-error"
     assert "cannot give containers GPUs" in result.reason and "NVIDIA Container Toolkit" in result.reason
     assert engine.leftovers(f"{LABEL_RUN}=nogpu") == []
+
+
+def test_a_variable_from_the_host_is_inherited_not_the_launchers_change(tmp_path, monkeypatch):
+    """Seen on 2x H200: NCCL_NVLS_ENABLE=0, set in the host's environment, was reported as "launcher
+    changed: NCCL_NVLS_ENABLE: None -> 0". The harness records what the launcher starts with."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    cell = next(c for c in host.host_cells(m, host.host_stack()) if c.variant.name == "p2p-off")
+    result = runner.run_cell(HostEngine(), cell, m, runner.RunOptions("inherit", tmp_path, (), 2))
+    assert result.outcome.status == "pass", result.outcome
+    origins = result.env_origins()
+    assert origins["NCCL_NVLS_ENABLE"] == ("0", "inherited")
+    assert origins["NCCL_P2P_DISABLE"] == ("1", "variant")
+    assert origins["NCCL_DEBUG"] == ("INFO", "harness")
+    assert "NCCL_NVLS_ENABLE" not in result.launcher_changes
+    assert any(origin == "launcher" for _, origin in origins.values())  # Accelerate's own ACCELERATE_* variables

@@ -39,6 +39,35 @@ Root Cause (first observed failure):
   exitcode  : 1 (pid: 7249)
 """
 
+# torch 2.11 / NCCL 2.28.9 on 2x H200 with NCCL_SOCKET_IFNAME=nosuchif0 and P2P/SHM off.
+INVALID_USAGE = """NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3690, invalid usage \
+(run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9
+ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+Last error:
+Bootstrap : no socket interface found"""
+# The wording of https://github.com/pytorch/pytorch/issues/ (driver older than the runtime, wrapped by NCCL).
+DRIVER_TOO_OLD = """NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled cuda error, \
+NCCL version 2.14.3
+ncclUnhandledCudaError: Call to CUDA function failed.
+Last error:
+Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"""
+# torch's watchdog on rank 0 while rank 1 was stopped in prepare (seen on 2x H200, Timeout(ms)=90000),
+# then torch elastic's summary after the watchdog aborted rank 0.
+WATCHDOG_TAIL = """[rank0]:[E1129 10:01:31.123 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation \
+timeout: WorkNCCL(SeqNum=2, OpType=ALLGATHER, NumelIn=1, NumelOut=2, Timeout(ms)=90000) ran for 90041 milliseconds \
+before timing out.
+[rank0]:[E1129 10:01:31.124 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0] failure detected by \
+watchdog at work sequence id: 2 PG status: last enqueued work: 2, last completed work: 1
+Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 7251)
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 7250)  (SIGABRT)
+"""
+
 CASES = [
     # (name, raw record, status, phase, error_class, words in reason)
     ("pass", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2, "ranks": {"0": rank(), "1": rank(busbw=12.5)}},
@@ -76,6 +105,47 @@ CASES = [
     ("infra", {"ended_by": "infra", "infra_reason": "this Docker engine cannot give containers GPUs"},
      "infra-error", None, None, ["cannot give containers GPUs"]),
     ("interrupted", {"ended_by": "interrupted", "ranks": {}}, "interrupted", None, None, ["Ctrl-C"]),
+    # Seen on 2x H200: rank 0 raised in init with NCCL's own words, then Accelerate's launcher stopped
+    # rank 1 (still in fingerprint) with SIGTERM, printed as "exitcode : -15" without the signal's name.
+    ("the rank with its own error is the cause, the signalled peer a victim",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": ELASTIC_TAIL.replace(
+         "-9 (pid: 7250)  (SIGKILL)", "-15 (pid: 7250)"), "ranks": {
+         "0": rank("init", err("init", "nccl", INVALID_USAGE, type_="DistBackendError"), "error"),
+         "1": rank("fingerprint", None, None)}},
+     "fail", "init", "nccl", ["rank 0: DistBackendError: Bootstrap : no socket interface found",
+                              "rank 1 is a victim: stopped by the launcher (SIGTERM) in fingerprint"]),
+    ("a peer that only lost its connection is a victim of the one that raised",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {
+         "0": rank("step", err("step", "nccl", "NCCL error: remote process exited or there was a network error",
+                               wall=5.0), "error"),
+         "1": rank("step", err("step", "cuda", "CUDA error: an illegal memory access was encountered", wall=6.0),
+                   "error")}},
+     "fail", "step", "cuda", ["rank 1: RuntimeError: CUDA error: an illegal memory access",
+                              "rank 0 is a victim: lost its peer in step"]),
+    ("a driver older than the runtime is a driver error, not an NCCL one",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {
+         "0": rank("init", err("init", "nccl", DRIVER_TOO_OLD, type_="DistBackendError"), "error"),
+         "1": rank("init", err("init", "nccl", DRIVER_TOO_OLD, type_="DistBackendError", wall=1.5), "error")}},
+     "fail", "init", "driver", ["CUDA driver version is insufficient for CUDA runtime version"]),
+    ("a rank that raised is the cause even when its stopped peer made the supervisor end the cell",
+     {"ended_by": "stall", "expected_ranks": 2, "stall": {"phase": "init", "threshold": 4, "since_progress": 4.1,
+      "ranks_behind": [1], "why_behind": {"1": "still in fingerprint"}}, "ranks": {
+         "0": rank("init", err("init", "other", "Unable to find address for: nosuchif0"), "error"),
+         "1": rank("fingerprint", None, None)}},
+     "fail", "init", "other", ["rank 0: RuntimeError: Unable to find address for: nosuchif0",
+                               "rank 1 is a victim: still in fingerprint after rank 0 failed"]),
+    ("gloo's own collective timeout is a hang too",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {
+         "0": rank("prepare", err("prepare", "timeout", "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+                                  "Timed out waiting 30000ms for recv operation to complete"), "error"),
+         "1": rank("prepare", None, None)}},
+     "hang", "prepare", None, ["gloo recv did not complete in prepare", "caught by gloo's timeout after 30s on rank 0",
+                               "rank 1 did not join"]),
+    ("torch's watchdog tearing a rank down is still a hang in its phase",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": WATCHDOG_TAIL, "ranks": {
+         "0": rank("prepare", None, None), "1": rank("prepare", None, None)}},
+     "hang", "prepare", None, ["ALLGATHER (SeqNum=2) did not complete in prepare",
+                               "caught by torch's watchdog after 90s on rank 0", "rank 1 did not join"]),
 ]
 
 
@@ -111,6 +181,7 @@ def test_sigterm_from_the_launcher_is_not_the_cause():
 
 def test_launcher_failures_parse():
     assert launcher_failures(ELASTIC_TAIL) == [(1, -9, "SIGKILL"), (0, 1, None)]
+    assert launcher_failures(WATCHDOG_TAIL) == [(1, -15, "SIGTERM"), (0, -6, "SIGABRT")]
     assert launcher_failures("nothing here") == []
 
 

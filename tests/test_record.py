@@ -150,8 +150,9 @@ def test_accessors_of_a_real_record():
     assert (rec.id, rec.status, rec.phase, rec.error_class, rec.done) == (H200["cell"]["id"], "pass", None, None, True)
     assert rec.cell.variant == "default" and rec.cell.launcher == "accelerate" and rec.cell.is_host
     assert rec.loaded_nccl == "2.28.3" and rec.fingerprint.nccl_compiled == "2.28.9"
-    assert rec.nccl_label == "2.28.3 (bundled)"
-    assert rec.row_key == ("13.0", "2.28.3 (bundled)", "2.11.0", "1.15.0", "accelerate")
+    # the system 2.28.3 forced in with LD_PRELOAD over torch's own 2.28.9 wheel (issue 11: it read "bundled")
+    assert rec.nccl_label == "2.28.3 (system, LD_PRELOAD by the host)"
+    assert rec.row_key == ("13.0", "2.28.3 (system, LD_PRELOAD by the host)", "2.11.0", "1.15.0", "accelerate")
     assert rec.fingerprint.driver == "580.159.04" and rec.fingerprint.gpu_names == ("NVIDIA H200",)
     assert rec.fingerprint.memlock_soft == math.inf and rec.fingerprint.shm_bytes == 137438953472
     assert list(rec.phase_timings) == list(record.WORKLOAD_PHASES)

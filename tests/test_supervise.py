@@ -19,16 +19,18 @@ from .conftest import Fault
 TIMEOUTS = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=180)
 
 
-def _spec(engine, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "") -> CellSpec:
+def _spec(engine, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "",
+          env: tuple[tuple[str, str], ...] = (), timeouts: matrix.Timeouts | None = None) -> CellSpec:
     """The CPU matrix's Accelerate 1.15.0 default cell, launched as the runner launches it, with the
     test-only switches allowed; a run id of its own, so its containers are told apart."""
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": timeouts or TIMEOUTS})
     cell = next(c for c in m.cells if c.launcher == launcher and c.stack.accelerate == "1.15.0"
                 and c.variant.name == "default")
     if isinstance(engine, HostEngine):
         cell = next(c for c in host.host_cells(m, host.host_stack()) if c.launcher == launcher)
     opts = runner.RunOptions(f"test-{out.name}", out.parent, (), 2, extra_args=extra,
-                             extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+                             extra_env=(("HARNESS_TEST_FAULTS", "1"), *env))
     return runner.spec_for(cell, m, engine, opts, image, 1, out)
 
 
@@ -42,11 +44,11 @@ def setup(request, tmp_path):
     return engine, request.getfixturevalue("cpu_image")
 
 
-def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate"):
+def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate", env=(), timeouts=TIMEOUTS):
     engine, image = setup
-    spec = _spec(engine, tmp_path / name, extra, launcher, image)
+    spec = _spec(engine, tmp_path / name, extra, launcher, image, env, timeouts)
     callback = Fault(spec.out_dir, *fault) if fault else None
-    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=callback or (lambda r, e: None),
+    record = supervise.supervise(engine, spec, timeouts, on_event=callback or (lambda r, e: None),
                                  on_start=callback.start if callback else (lambda running: None))
     assert record.leftovers == [], f"left behind: {record.leftovers}"
     if not isinstance(engine, HostEngine):
@@ -110,3 +112,28 @@ def test_exception_in_prepare_is_a_fail_with_its_line(setup, tmp_path):
 def test_torchrun_launcher_is_supervised_too(setup, tmp_path):
     record, result = _run(setup, tmp_path, "torchrun-stop", ("--hold-at", "prepare"), (1, "prepare", "STOP"), launcher="torchrun")
     assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1]
+
+
+def test_a_rank_that_raises_while_its_peer_is_still_starting_is_the_cause(setup, tmp_path):
+    """Rank 1 is stopped as it starts its fingerprint; rank 0 goes on and fails in init on a real
+    misconfiguration (gloo told to use an interface that does not exist). Rank 0 is the cause, rank 1,
+    stopped and then killed, only its victim (seen the other way round on 2x H200 before the fix)."""
+    record, result = _run(setup, tmp_path, "cause", ("--hold-at", "fingerprint"), (1, "fingerprint", "STOP"),
+                          env=(("GLOO_SOCKET_IFNAME", "nosuchif0"),))
+    assert result.status == "fail", result
+    assert result.phase == "init" and result.detail["rank"] == 0, result
+    assert "nosuchif0" in result.reason
+    assert "rank 1 is a victim" in result.reason and set(result.detail["victims"]) == {"1"}, result
+    assert record.ranks["1"]["phase"] == "fingerprint"
+
+
+def test_a_hang_stays_a_hang_where_the_group_timeout_used_to_fire_first(setup, tmp_path):
+    """The process-group timeout used to be timeouts.init (at least 30 s): with a 45 s prepare threshold,
+    a rank stopped in prepare made its peer's collective time out first and the cell read as a failure.
+    The group timeout now lies past every threshold: the supervisor's hang comes first."""
+    timeouts = matrix.Timeouts(fingerprint=60, init=5, prepare=45, step=5, check=5, bandwidth=5, teardown=10, cell=240)
+    record, result = _run(setup, tmp_path, "late-hang", ("--hold-at", "prepare"), (1, "prepare", "STOP"),
+                          timeouts=timeouts)
+    assert result.status == "hang", result
+    assert result.phase == "prepare" and result.detail["ranks_behind"] == [1], result
+    assert record.ended_by == "stall"

@@ -30,6 +30,9 @@ class CellSpec:
     gpus: tuple[str, ...] = ()  # device ids; () = CPU cell
     shm_size: str | None = None  # docker: a /dev/shm size instead of the host IPC namespace
     attempt: int = 1
+    # NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher starts with from the host or the image (not
+    # the variant's): recorded, so that a variable is reported as inherited, not as the launcher's change
+    inherited_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,12 @@ class Engine(Protocol):
                jobs: int = 1, dry_run: bool = False) -> dict[str, "BuildResult"]:
         """The image of each stack, built when missing (dry_run: only named, as cached or to build)."""
 
-    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = ()) -> Launch:
+    def inherited_env(self, image: str) -> dict[str, str]:
+        """The NCCL_/TORCH_/CUDA_/ACCELERATE_ variables a cell starts with here (the host's environment,
+        or the image's ENV), secrets masked."""
+
+    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+               inherited_env: dict[str, str] | None = None) -> Launch:
         """The cell's launcher command, in the engine's own paths and ports."""
 
     def equivalent(self, spec: CellSpec) -> str:

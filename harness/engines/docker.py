@@ -20,6 +20,7 @@ from docker.types import DeviceRequest, Ulimit
 from .. import launch as launch_mod
 from ..baseimage import LOCAL_BASES
 from ..errors import BuildFailed, InfraError
+from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check
 
 if TYPE_CHECKING:
@@ -309,10 +310,18 @@ class DockerEngine:
     def image_id(self, tag: str) -> str:
         return self.client.images.get(tag).id
 
-    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path,
-               extra_args: tuple[str, ...] = ()) -> launch_mod.Launch:
+    def inherited_env(self, image: str) -> dict[str, str]:
+        """The image's own ENV (NCCL_VERSION, CUDA_VERSION, a base image's NCCL_* settings...)."""
+        try:
+            pairs = self.client.images.get(image).attrs.get("Config", {}).get("Env") or []
+        except docker.errors.DockerException:
+            return {}
+        return relevant_env(dict(p.split("=", 1) for p in pairs if "=" in p))
+
+    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
         # inside the container: the image's workload, the results folder mounted at /out, its own network
-        return launch_mod.launch(cell, m, ranks=ranks, extra_args=extra_args)
+        return launch_mod.launch(cell, m, ranks=ranks, extra_args=extra_args, inherited_env=inherited_env)
 
     def equivalent(self, spec: CellSpec) -> str:
         return container_config(spec).docker_run()

@@ -22,6 +22,7 @@ from .. import proc
 from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
+from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check
 
 
@@ -178,11 +179,14 @@ class HostEngine:
     def image_id(self, tag: str) -> str:
         return ""
 
-    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path,
-               extra_args: tuple[str, ...] = ()) -> launch_mod.Launch:
+    def inherited_env(self, image: str) -> dict[str, str]:
+        return relevant_env(os.environ)
+
+    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
         # on the host: this Python, this checkout's workload, a free port (other cells or jobs may hold 29500)
         return launch_mod.launch(cell, m, ranks=ranks, python=self.python, workload=self.workload, out=str(out),
-                                 port=_free_port(), extra_args=extra_args)
+                                 port=_free_port(), extra_args=extra_args, inherited_env=inherited_env)
 
     def equivalent(self, spec: CellSpec) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())

@@ -1,15 +1,17 @@
 """Map an exception to a coarse error class the report can group by.
 
-Classes: nccl, cuda, oom, shm, import, launcher, timeout, other. Order matters: the most specific
-cause wins (an NCCL error whose text names /dev/shm is a shm problem; a watchdog timeout reported
-by ProcessGroupNCCL is a timeout).
+Classes: driver, nccl, cuda, oom, shm, import, launcher, timeout, other. Order matters: the most
+specific cause wins (an NCCL error whose text names /dev/shm is a shm problem; an NCCL "unhandled
+cuda error" whose CUDA failure says the driver is older than the runtime is a driver problem; a
+watchdog timeout reported by ProcessGroupNCCL is a timeout). The harness classifies launcher output
+and re-reads old records with the same function: one classifier.
 """
 from __future__ import annotations
 
 import re
 from typing import List, Optional, Tuple
 
-ERROR_CLASSES = ("nccl", "cuda", "oom", "shm", "import", "launcher", "timeout", "other")
+ERROR_CLASSES = ("driver", "nccl", "cuda", "oom", "shm", "import", "launcher", "timeout", "other")
 
 _IMPORT_TYPES = {"ImportError", "ModuleNotFoundError"}
 _OOM_TYPES = {"OutOfMemoryError"}
@@ -19,10 +21,23 @@ _CUDA_TYPES = {"CudaError", "AcceleratorError"}
 
 # (class, regex) checked in this order against the message.
 _RULES: List[Tuple[str, "re.Pattern[str]"]] = [
+    # The driver stack below CUDA: older than the runtime, kernel module and user library of different
+    # versions, no driver at all, the fabric manager (NVSwitch systems) not running. These arrive
+    # wrapped in NCCL's "unhandled cuda error" or torch's CUDA init errors; the wrapper is not the cause.
+    ("driver", re.compile(r"driver version is insufficient|cudaErrorInsufficientDriver|"
+                          r"CUDA_ERROR_INSUFFICIENT_DRIVER|NVIDIA driver on your system is too old|"
+                          r"Driver/library version mismatch|Found no NVIDIA driver|"
+                          r"NVIDIA kernel module|nvidia-fabricmanager|fabric ?manager|"
+                          r"system not yet initialized|cudaErrorSystemNotReady|"
+                          r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
+                          r"cudaErrorCompatNotSupportedOnDevice", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory", re.I)),
+    # a library that cannot be loaded, or two that do not fit (two NCCLs side by side)
+    ("import", re.compile(r"ModuleNotFoundError|No module named|cannot open shared object file|"
+                          r"undefined symbol", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error")),

@@ -1,0 +1,139 @@
+"""Real faults on real GPUs, end to end: the verdict line, the key line, the victims and the hints the
+report gives for each. Made for the GPU machine (host engine, two or more GPUs); every figure and
+record lands in --out.
+
+    python bench/real_faults.py --gpus 0,1 --out OUT [--skip-watchdog]
+
+1. `bad-ifname`: NCCL_SOCKET_IFNAME=nosuchif0 with P2P and SHM off, so NCCL must bootstrap over a
+   socket interface that does not exist: rank 0 raises in init; the launcher stops rank 1.
+   Expected: fail, class nccl, phase init, key line "no socket interface found", rank 1 a victim,
+   a hint naming NCCL_SOCKET_IFNAME.
+2. `default` with whatever the host's environment sets (the H200 machine sets NCCL_NVLS_ENABLE=0):
+   a pass, the host's variables reported as inherited, not as the launcher's change.
+3. rank 1 stopped with SIGSTOP at the start of `prepare`, the matrix file's own thresholds: a hang in
+   prepare naming rank 1, whatever torch's watchdog does.
+4. the same with the process-group timeout forced back to the old 90 s (below the 120 s prepare
+   threshold), so that torch's watchdog fires first: still a hang in prepare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import hints, matrix, results, runner  # noqa: E402
+from harness.engines import host  # noqa: E402
+from harness.engines.host import HostEngine  # noqa: E402
+from harness.progress import Progress  # noqa: E402
+from harness.selection import check_gpus  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _matrix_file(out: Path, gpus: tuple[str, ...]) -> Path:
+    """The first runnable stack of the default matrix (the host engine runs its own stack anyway), two
+    variants; without GPUs the CPU matrix's (a smoke test: gloo ignores the NCCL variables)."""
+    stack = matrix.load(matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX).runnable[0].stack
+    path = out / "real-faults.yaml"
+    path.write_text(f"""version: 1
+description: real faults on real GPUs (bench/real_faults.py)
+stacks:
+  matrix: {{cuda: ["{stack.cuda}"], torch: ["{stack.torch}"], accelerate: ["{stack.accelerate}"]}}
+variants: [default, bad-ifname]
+define:
+  variants:
+    bad-ifname:
+      env: {{NCCL_SOCKET_IFNAME: nosuchif0, NCCL_P2P_DISABLE: "1", NCCL_SHM_DISABLE: "1"}}
+      description: bootstrap over a socket interface that does not exist
+""")
+    return path
+
+
+def _hint_lines(record) -> list[str]:
+    found = []
+    for item in hints.match(record):
+        hint = getattr(item, "hint", item)
+        certain = getattr(item, "certain", True)
+        found.append(f"{'' if certain else 'possibly: '}{hint.id}: {hint.title}"
+                     + (f" -- fix: {hint.fix}" if getattr(hint, "fix", "") else ""))
+    return found
+
+
+def _show(name: str, record, summary: dict) -> None:
+    out = record.outcome
+    line = {"status": out.status, "phase": out.phase, "error_class": out.error_class, "reason": out.reason,
+            "seconds": round(out.seconds, 1), "key_line": out.detail.get("key_line"),
+            "victims": out.detail.get("victims"), "ranks_behind": out.detail.get("ranks_behind"),
+            "watchdog": out.detail.get("watchdog"), "hints": _hint_lines(record),
+            "nccl": record.nccl_label, "env_origins": {k: list(v) for k, v in record.env_origins().items()},
+            "launcher_changed": {k: [c.expected, c.actual] for k, c in record.launcher_changes.items()}}
+    summary[name] = line
+    print(f"\n== {name}: {out.status.upper()} {out.error_class or ''} in {out.phase} ({out.seconds:.0f}s)\n   {out.reason}",
+          flush=True)
+    for hint in line["hints"]:
+        print(f"   hint: {hint}", flush=True)
+
+
+def _stop_rank(rank: int, phase: str, root: Path):
+    """on_event/on_start pair: SIGSTOP `rank` when it starts `phase` (ranks hold there), then release."""
+    handle: list = []
+
+    def on_event(r: int, event: dict) -> None:
+        if r == rank and event.get("event") == "phase_start" and event.get("phase") == phase and handle:
+            handle[0].signal(event["pid"], "STOP")
+            handle.clear()
+            for pid_file in root.rglob(f"pid-rank{rank}"):
+                if pid_file.read_text().strip() == str(event["pid"]):
+                    (pid_file.parent / "release").touch()
+
+    return on_event, handle.append
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", default="0,1", help="GPU ids, or none for a smoke test with gloo ranks on the CPU")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--skip-watchdog", action="store_true", help="leave out scenario 4 (about 2.5 min)")
+    args = ap.parse_args()
+    gpus = () if args.gpus == "none" else check_gpus(args.gpus)
+    args.out.mkdir(parents=True, exist_ok=True)
+    res = args.out / "results"
+    summary: dict = {"gpus": list(gpus), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+    # 1 and 2 through the real command line
+    mfile = _matrix_file(args.out, gpus)
+    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results", str(res),
+           "--run-id", "cli", "--exclude", "launcher=torchrun"] + (["--gpus", ",".join(gpus)] if gpus else [])
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    (args.out / "cli.log").write_text(done.stdout + done.stderr)
+    summary["cli_exit"] = done.returncode
+    data = results.load_run(res / "cli")
+    for cell_id, record in sorted(data.records.items()):
+        _show(cell_id, record, summary)
+
+    # 3 and 4: a stopped rank under the matrix file's own thresholds
+    m = matrix.load(mfile)
+    cell = next(c for c in host.host_cells(m, host.host_stack()) if c.variant.name == "default"
+                and c.launcher == "accelerate")
+    cases = [("sigstop-prepare", ())]
+    if not args.skip_watchdog:
+        cases.append(("sigstop-prepare-old-group-timeout", ("--init-timeout", str(int(m.timeouts.init)))))
+    for name, extra in cases:
+        on_event, on_start = _stop_rank(1, "prepare", res / name)
+        opts = runner.RunOptions(name, res, gpus, 2, extra_args=("--hold-at", "prepare", *extra),
+                                 extra_env=(("HARNESS_TEST_FAULTS", "1"),))
+        record = runner.run_cell(HostEngine(), cell, m, opts, on_event=on_event, on_start=on_start)
+        _show(name, record, summary)
+    (args.out / "real-faults.json").write_text(json.dumps(summary, indent=1, default=str))
+    Progress().say(f"summary: {args.out / 'real-faults.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
