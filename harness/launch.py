@@ -42,6 +42,7 @@ def process_group_timeout(m: Matrix) -> int:
 def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
     sizes = ",".join(str(s) for s in m.bandwidth_sizes)
     args = ["--out", out, "--device", device, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
+            "--trials", str(m.bandwidth_trials),
             "--init-timeout", str(process_group_timeout(m)), "--expect-env", json.dumps(expect_env, sort_keys=True)]
     if sizes:
         args += ["--sizes", sizes]

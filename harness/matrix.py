@@ -75,6 +75,8 @@ class Bandwidth(_Strict):
     sizes: list[int | str] = ["8K", "64K", "1M", "16M", "256M", "1G"]
     iters: int = Field(20, ge=1)
     warmup: int = Field(5, ge=0)
+    # timed trials per size: every figure is the median with its min-max over the trials
+    trials: int = Field(5, ge=1, le=100)
     # a passing cell whose busbw at the largest size is below this (GB/s) is `slow`
     min_busbw: float | None = Field(None, gt=0)
 
@@ -180,6 +182,7 @@ class Matrix:
     bandwidth_sizes: tuple[int, ...] = ()
     bandwidth_iters: int = 20
     bandwidth_warmup: int = 5
+    bandwidth_trials: int = 5
     min_busbw: float | None = None
     ranks: int = 2
 
@@ -420,6 +423,7 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
         bandwidth_sizes=tuple(sizes),
         bandwidth_iters=spec.bandwidth.iters,
         bandwidth_warmup=spec.bandwidth.warmup,
+        bandwidth_trials=spec.bandwidth.trials,
         min_busbw=spec.bandwidth.min_busbw,
         ranks=spec.ranks,
     )

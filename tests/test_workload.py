@@ -128,6 +128,19 @@ def _assert_bandwidth(events: List[dict], world: int) -> None:
         assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * factor)
         if world > 1:
             assert row["busbw_gbs"] > 0
+        # repeated trials: the row is the median trial, with every trial and the spread beside it
+        assert len(row["busbw_trials"]) == bw["trials"] >= 1
+        assert row["busbw_min"] <= row["busbw_gbs"] <= row["busbw_max"]
+        assert row["wrong"] == 0 and row["timing"] == "eager" and row["eager_us"] > 0
+
+
+def test_a_bandwidth_row_is_the_median_trial_with_its_spread() -> None:
+    bw = _load("bandwidth")
+    row = bw.bandwidth_row(1 << 20, 20, [2e-4, 1e-4, 4e-4], 0.01, 2, eager_s=[3e-4, 5e-4, 4e-4], timing="cuda-graph")
+    assert row["time_s"] == 2e-4 and row["busbw_gbs"] == pytest.approx((1 << 20) / 2e-4 / 1e9)
+    assert row["busbw_min"] == pytest.approx((1 << 20) / 4e-4 / 1e9)
+    assert row["busbw_max"] == pytest.approx((1 << 20) / 1e-4 / 1e9)
+    assert row["eager_us"] == pytest.approx(400.0) and row["timing"] == "cuda-graph" and row["wrong"] == 0
 
 
 # ------------------------------------------------------------------ real multi-rank runs

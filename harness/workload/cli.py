@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bandwidth sweep sizes in bytes, comma-separated (K/M/G suffixes ok)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--trials", type=int, default=5,
+                   help="timed trials per size; rows hold the median and the spread")
     p.add_argument("--init-timeout", type=float, default=60.0,
                    help="process group timeout in seconds")
     p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat interval in seconds")
@@ -100,6 +102,8 @@ def parse_args(argv: Optional[Sequence[str]] = None,
         parser.error("--iters must be >= 1")
     if args.warmup < 0:
         parser.error("--warmup must be >= 0")
+    if args.trials < 1:
+        parser.error("--trials must be >= 1")
     if args.init_timeout <= 0 or args.heartbeat <= 0:
         parser.error("--init-timeout and --heartbeat must be > 0")
     return args

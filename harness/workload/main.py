@@ -104,7 +104,7 @@ class Runner:
             self.writer.emit("heartbeat", phase="bandwidth", source="main", bytes=nbytes)
 
         return bandwidth.run_bandwidth(self.state, sizes, self.args.iters, self.args.warmup,
-                                       progress)
+                                       self.args.trials, progress)
 
     def _teardown(self) -> Dict[str, Any]:
         from . import phases
@@ -172,6 +172,10 @@ class Runner:
             self.summary["largest_bytes"] = last["bytes"]
             self.summary["largest_busbw_gbs"] = last["busbw_gbs"]
             self.summary["largest_algbw_gbs"] = last["algbw_gbs"]
+            # data that came back wrong at any size makes the cell `wrong`, as the check phase does
+            wrong = sum(int(row.get("wrong") or 0) for row in fields["rows"])
+            if wrong:
+                self.summary["wrong_total"] = (self.summary.get("wrong_total") or 0) + wrong
 
     def finish(self, status: str, **fields: Any) -> None:
         self.heartbeat.stop()
