@@ -2,7 +2,7 @@
 report gives for each. Made for the GPU machine (host engine, two or more GPUs); every figure and
 record lands in --out.
 
-    python bench/real_faults.py --gpus 0,1 --out OUT [--skip-watchdog]
+    python bench/real_faults.py --gpus 0,1 --out OUT [--scenarios cli,sigstop,watchdog]
 
 1. `bad-ifname`: NCCL_SOCKET_IFNAME=nosuchif0 with P2P and SHM off, so NCCL must bootstrap over a
    socket interface that does not exist: rank 0 raises in init; the launcher stops rank 1.
@@ -99,30 +99,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="0,1", help="GPU ids, or none for a smoke test with gloo ranks on the CPU")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--skip-watchdog", action="store_true", help="leave out scenario 4 (about 2.5 min)")
+    ap.add_argument("--scenarios", default="cli,sigstop,watchdog",
+                    help="which to run: cli (1 and 2), sigstop (3), watchdog (4); each of 3 and 4 takes about 2.5 min")
     args = ap.parse_args()
     gpus = () if args.gpus == "none" else check_gpus(args.gpus)
     args.out.mkdir(parents=True, exist_ok=True)
     res = args.out / "results"
     summary: dict = {"gpus": list(gpus), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
-    # 1 and 2 through the real command line
+    chosen = set(args.scenarios.split(","))
     mfile = _matrix_file(args.out, gpus)
-    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results", str(res),
-           "--run-id", "cli", "--exclude", "launcher=torchrun"] + (["--gpus", ",".join(gpus)] if gpus else [])
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
-    (args.out / "cli.log").write_text(done.stdout + done.stderr)
-    summary["cli_exit"] = done.returncode
-    data = results.load_run(res / "cli")
-    for cell_id, record in sorted(data.records.items()):
-        _show(cell_id, record, summary)
-
+    if "cli" in chosen:
+        _cli(mfile, gpus, res, args.out, summary)
     # 3 and 4: a stopped rank under the matrix file's own thresholds
     m = matrix.load(mfile)
     cell = next(c for c in host.host_cells(m, host.host_stack()) if c.variant.name == "default"
                 and c.launcher == "accelerate")
-    cases = [("sigstop-prepare", ())]
-    if not args.skip_watchdog:
+    cases = [("sigstop-prepare", ())] if "sigstop" in chosen else []
+    if "watchdog" in chosen:
         cases.append(("sigstop-prepare-old-group-timeout", ("--init-timeout", str(int(m.timeouts.init)))))
     for name, extra in cases:
         on_event, on_start = _stop_rank(1, "prepare", res / name)
@@ -133,6 +127,18 @@ def main() -> int:
     (args.out / "real-faults.json").write_text(json.dumps(summary, indent=1, default=str))
     Progress().say(f"summary: {args.out / 'real-faults.json'}")
     return 0
+
+
+def _cli(mfile: Path, gpus: tuple[str, ...], res: Path, out: Path, summary: dict) -> None:
+    """Scenarios 1 and 2, through the real command line."""
+    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results", str(res),
+           "--run-id", "cli", "--exclude", "launcher=torchrun"] + (["--gpus", ",".join(gpus)] if gpus else [])
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    (out / "cli.log").write_text(done.stdout + done.stderr)
+    summary["cli_exit"] = done.returncode
+    data = results.load_run(res / "cli")
+    for cell_id, record in sorted(data.records.items()):
+        _show(cell_id, record, summary)
 
 
 if __name__ == "__main__":
