@@ -394,6 +394,12 @@ class RawAttempt:
         tails = _map(self.forensics.get("nccl_tail")).values()
         return tuple(t for t in tails if isinstance(t, str) and t)
 
+    @property
+    def thread_dumps(self) -> tuple[str, ...]:
+        """The thread dumps the forensics kept (hangs): faulthandler's per rank, then py-spy's."""
+        dumps = [*_map(self.forensics.get("stacks")).values(), *_map(self.forensics.get("py_spy")).values()]
+        return tuple(t for t in dumps if isinstance(t, str) and t)
+
 
 _RAW_KINDS = {"cell_id": str, "engine": str, "attempt": int, "expected_ranks": int, "ended_by": str, "exit_code": int,
               "seconds": float, "started_wall": float, "infra_reason": str, "stall": dict, "ranks": dict, "phases": dict,

@@ -2,62 +2,48 @@
 
 Why a data file: the signatures (hints.yaml) change as drivers, NCCL, torch and Accelerate change;
 the matcher here stays small. Why declarative conditions instead of code per hint: a hint must be
-readable and reviewable next to the evidence it cites, and a typo in the data file must fail loudly
-before a command does any work (`check()`; strict pydantic models, unknown keys refused), not
-silently never match. The file is the packaged hints.yaml, or a site's own file named by the
+readable and reviewable next to the evidence it cites (the public failure logs it is built from), and
+a typo in the data file must fail loudly before a command does any work (`check()`; the schema is
+harness/hintsfile.py). The file is the packaged hints.yaml, or a site's own file named by the
 environment variable HARNESS_HINTS.
+
+Conditions are three-valued. Each one is true, false, or unknown when the fact it reads is missing
+(a record made from a log alone has no fingerprint: no GPU model, driver, /dev/shm size...). A hint
+is *certain* when every condition is true; it is *possible* when none is false, some are unknown and
+at least one evidence condition (the text of the logs, what the launcher changed, a peer copy that
+failed) is really satisfied: the log shows the signature, the measured facts that would confirm it
+are missing. Otherwise it does not match.
 
 `match(record)` is pure and total: any field of a record may be missing or of the wrong type (old
 records, build-error and n/a cells without attempts) and the answer is then just fewer hints.
-Missing facts make a condition fail, so a hint fires only on evidence.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from packaging.version import InvalidVersion, Version
-from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
-                      StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
-from pydantic_core import PydanticCustomError
+from packaging.version import Version
 
-from harness import yamlfile
-from harness.errors import HarnessError, HintsError
+from harness.errors import HintsError
+from harness.hintsfile import (DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read,
+                               version)
 from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
 
-__all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "Facts", "Hint", "HintsError", "Rule", "check", "facts",
-           "hints_file", "load", "match"]
-
-DATA_FILE = Path(__file__).with_name("hints.yaml")
-ENV_VAR = "HARNESS_HINTS"  # a site's own hints file, used instead of DATA_FILE
-
-_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-@dataclass(frozen=True)
-class Hint:
-    """What the report shows: a known issue the cell looks like, what to do, and where it is documented."""
-
-    id: str
-    title: str
-    explanation: str
-    link: str
-
-    def to_json(self) -> dict[str, str]:
-        return asdict(self)
+__all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
+           "Conditions", "Facts", "Hint", "HintsError", "Match", "Rule", "check", "facts", "hints_file", "load", "match",
+           "version"]
 
 
 # ---------------------------------------------------------------- facts from one record
 @dataclass(frozen=True)
 class Facts:
-    """The few facts of a cell record that conditions look at, normalised (None = not known)."""
+    """The few facts of a cell record that conditions look at, normalised. None (or an empty tuple for
+    gpu_names) means the fact is not known, which makes the conditions on it unknown, not false."""
 
     status: str | None = None
     phase: str | None = None
@@ -70,30 +56,31 @@ class Facts:
     shm_bytes: int | None = None
     memlock_soft: float | None = None  # bytes; math.inf for "unlimited"
     env_set: frozenset[str] = frozenset()
-    launcher_changed: frozenset[str] = frozenset()
-    peer_unverified: bool = False
+    env_known: bool = False  # the ranks' environment was seen (fingerprint, NCCL log), not only the variant's
+    launcher_changed: frozenset[str] | None = None  # None without a fingerprint
+    peer_unverified: bool | None = None  # None when no GPU pair was checked
     texts: tuple[str, ...] = ()
 
 
-def version(text: Any) -> Version | None:
-    """packaging Version of the part before '+' (2.7.0+cu126 -> 2.7.0); None when not a version."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return Version(text.split("+", 1)[0].strip())
-    except InvalidVersion:
-        return None
+# The stable parts of NCCL's and nvidia-smi's own lines: a log shows the versions it ran with.
+_NCCL_VERSION = re.compile(r"\bNCCL\s+version\s+(\d+\.\d+\.\d+)")
+_DRIVER_VERSION = re.compile(r"\bDriver Version:\s*(\d+\.\d+(?:\.\d+)?)")
+
+
+def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
+    return next((version(m.group(1)) for t in texts for m in [pattern.search(t)] if m), None)
 
 
 def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
-    """Where error text lives: outcome reason, rank errors, launcher output, NCCL warnings and log tails."""
+    """Where error text lives: outcome reason, rank errors, launcher output, NCCL warnings, NCCL log
+    tails and the thread dumps of a hang."""
     found: list[Any] = [outcome.reason if outcome else None, raw.launcher_tail, raw.infra_reason]
     for state in raw.rank_states.values():
         found += [state.error.type, state.error.message] if state.error else []
     for log in raw.nccl_logs.values():
         found += [*log.warnings, *log.errors]
-    found += raw.nccl_tails
-    return tuple(t for t in found if isinstance(t, str) and t)
+    found += [*raw.nccl_tails, *raw.thread_dumps]
+    return tuple(dict.fromkeys(t for t in found if isinstance(t, str) and t))
 
 
 def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[str]:
@@ -105,7 +92,9 @@ def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[
     return frozenset(names)
 
 
-def _peer_unverified(fp: Fingerprint) -> bool:
+def _peer_unverified(fp: Fingerprint) -> bool | None:
+    if not fp.peer_access:
+        return None
     return any(p.claimed is True and p.verified not in (None, True) for p in fp.peer_access)
 
 
@@ -119,9 +108,11 @@ def facts(record: CellRecord | Any) -> Facts:
     fp = raw.fingerprint
     last = record.last_attempt
     outcome = record.outcome or (last.outcome if last else None)
-    # loaded NCCL: as read inside the rank, else as NCCL logged it, else what the cell asked for
+    texts = _texts(outcome, raw)
+    # loaded NCCL: as read inside the rank, else as NCCL logged it, else what the cell asked for, else
+    # the "NCCL version x.y.z" that NCCL and torch print in their messages
     candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl_logs.values()] + [cell.nccl]
-    nccl = next((v for v in map(version, candidates) if v is not None), None)
+    nccl = next((v for v in map(version, candidates) if v is not None), None) or _in_text(_NCCL_VERSION, texts)
     return Facts(
         status=outcome.status if outcome else None,
         phase=(outcome.phase or None) if outcome else None,
@@ -129,7 +120,7 @@ def facts(record: CellRecord | Any) -> Facts:
         launcher=cell.launcher or fp.launcher,
         gpu_names=fp.gpu_names,
         gpu_count=fp.gpu_count,
-        driver=version(fp.driver),
+        driver=version(fp.driver) or _in_text(_DRIVER_VERSION, texts),
         versions={
             "torch": version(fp.torch) or version(cell.torch),
             "accelerate": version(fp.accelerate) or version(cell.accelerate),
@@ -138,51 +129,101 @@ def facts(record: CellRecord | Any) -> Facts:
         shm_bytes=fp.shm_bytes,
         memlock_soft=fp.memlock_soft,
         env_set=_env_set(record, raw, fp),
-        launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual),
+        env_known=bool(fp) or any(log.env for log in raw.nccl_logs.values()),
+        launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual)
+        if fp else None,
         peer_unverified=_peer_unverified(fp),
-        texts=_texts(outcome, raw),
+        texts=texts,
     )
 
 
 # ---------------------------------------------------------------- the condition vocabulary
-def _in_range(have: Version | None, bounds: VersionRange) -> bool:
+def _known(have: Any, test: Callable[[Any], bool]) -> bool | None:
+    return None if have is None else test(have)
+
+
+def _in_range(have: Version | None, bounds: VersionRange) -> bool | None:
     low, high = bounds.min, bounds.max
-    return have is not None and (low is None or have >= low) and (high is None or have <= high)
+    return _known(have, lambda v: (low is None or v >= low) and (high is None or v <= high))
 
 
-def _one_of(attr: str) -> Callable[[Facts, tuple[str, ...]], bool]:
-    return lambda f, want: getattr(f, attr) in want
+def _one_of(attr: str) -> Callable[[Facts, tuple[str, ...]], bool | None]:
+    return lambda f, want: _known(getattr(f, attr), lambda have: have in want)
 
 
-def _version_range(name: str) -> Callable[[Facts, VersionRange], bool]:
+def _version_range(name: str) -> Callable[[Facts, VersionRange], bool | None]:
     return lambda f, bounds: _in_range(f.versions.get(name), bounds)
 
 
-# key -> predicate on (Facts, the validated value of that key in the data file; see Conditions)
-CONDITIONS: dict[str, Callable[[Facts, Any], bool]] = {
+def _env_unset(f: Facts, names: tuple[str, ...]) -> bool | None:
+    if f.env_set.intersection(names):
+        return False
+    return True if f.env_known else None  # the variant did not set it; the launcher may have
+
+
+# key -> predicate on (Facts, the validated value of that key in the data file; see hintsfile.Conditions)
+CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "status": _one_of("status"),
     "phase": _one_of("phase"),
     "error_class": _one_of("error_class"),
     "launcher": _one_of("launcher"),
-    "gpu_name": lambda f, want: any(want.lower() in n.lower() for n in f.gpu_names),
-    "gpu_count_min": lambda f, n: f.gpu_count is not None and f.gpu_count >= n,
-    "driver_below": lambda f, bound: f.driver is not None and f.driver < bound,
+    "gpu_name": lambda f, want: _known(f.gpu_names or None,
+                                       lambda names: any(want.lower() in n.lower() for n in names)),
+    "gpu_count_min": lambda f, n: _known(f.gpu_count, lambda have: have >= n),
+    "driver_below": lambda f, bound: _known(f.driver, lambda have: have < bound),
     "torch": _version_range("torch"),
     "accelerate": _version_range("accelerate"),
     "nccl_loaded": _version_range("nccl_loaded"),
-    "shm_below": lambda f, n: f.shm_bytes is not None and f.shm_bytes < n,
-    "memlock_below": lambda f, n: f.memlock_soft is not None and f.memlock_soft < n,
+    "shm_below": lambda f, n: _known(f.shm_bytes, lambda have: have < n),
+    "memlock_below": lambda f, n: _known(f.memlock_soft, lambda have: have < n),
     "text": lambda f, rx: any(rx.search(t) for t in f.texts),
-    "env_unset": lambda f, names: not f.env_set.intersection(names),
-    "launcher_changed": lambda f, names: bool(f.launcher_changed.intersection(names)),
-    "peer_unverified": lambda f, want: f.peer_unverified is want,
-    # "any" is handled by _holds: a list of condition sets, one of which must hold.
+    "text_absent": lambda f, rx: not any(rx.search(t) for t in f.texts),
+    "env_unset": _env_unset,
+    "launcher_changed": lambda f, names: _known(f.launcher_changed, lambda have: bool(have.intersection(names))),
+    "peer_unverified": lambda f, want: _known(f.peer_unverified, lambda have: have is want),
+    # "any" is handled by _evaluate: a list of condition sets, one of which must hold.
 }
 
+# Conditions that are evidence of the signature itself; the others are facts that confirm or rule out
+# (a hint with only unknown facts and no evidence satisfied is not shown at all).
+EVIDENCE = frozenset({"text", "launcher_changed", "peer_unverified"})
 
-def _holds(conditions: tuple[tuple[str, Any], ...], f: Facts) -> bool:
-    return all(any(_holds(alt, f) for alt in arg) if key == "any" else CONDITIONS[key](f, arg)
-               for key, arg in conditions)
+# How a condition whose fact was missing is named in the report ("... was not measured").
+UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the error class",
+              "launcher": "the launcher", "gpu_name": "the GPU model", "gpu_count_min": "the GPU count",
+              "driver_below": "the driver version", "torch": "the torch version",
+              "accelerate": "the Accelerate version", "nccl_loaded": "the NCCL version",
+              "shm_below": "the /dev/shm size", "memlock_below": "the memlock limit",
+              "env_unset": "the ranks' environment", "launcher_changed": "what the launcher changed",
+              "peer_unverified": "GPU peer access"}
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    value: bool | None  # True, False, or None (unknown)
+    evidence: bool = False  # an evidence condition is true in a part that is not false
+    unknown: tuple[str, ...] = ()  # the keys whose facts were missing, in a part that is not false
+
+
+def _evaluate(conditions: tuple[tuple[str, Any], ...], f: Facts) -> _Verdict:
+    """All of `conditions` (three-valued AND); an `any` is a three-valued OR of its alternatives."""
+    parts: list[_Verdict] = []
+    for key, arg in conditions:
+        if key == "any":
+            alts = [_evaluate(alt, f) for alt in arg]
+            alive = [a for a in alts if a.value is not False]
+            if any(a.value is True for a in alts):  # one true alternative settles it
+                parts.append(_Verdict(True, any(a.evidence for a in alive)))
+            else:
+                parts.append(_Verdict(None if alive else False, any(a.evidence for a in alive),
+                                      tuple(k for a in alive for k in a.unknown)))
+        else:
+            value = CONDITIONS[key](f, arg)
+            parts.append(_Verdict(value, value is True and key in EVIDENCE, (key,) if value is None else ()))
+    if any(p.value is False for p in parts):
+        return _Verdict(False)
+    value = True if all(p.value is True for p in parts) else None
+    return _Verdict(value, any(p.evidence for p in parts), tuple(dict.fromkeys(k for p in parts for k in p.unknown)))
 
 
 @dataclass(frozen=True)
@@ -192,240 +233,44 @@ class Rule:
     hint: Hint
     when: tuple[tuple[str, Any], ...]
 
+    @classmethod
+    def of(cls, spec: HintSpec) -> Rule:
+        return cls(spec.hint(), spec.when.pairs())
+
+    def verdict(self, f: Facts) -> _Verdict:
+        return _evaluate(self.when, f)
+
     def holds(self, f: Facts) -> bool:
-        return _holds(self.when, f)
+        """Certain: every condition true."""
+        return self.verdict(f).value is True
 
 
-# ---------------------------------------------------------------- the data file's schema
-_DOC = "the format described at the top of harness/hints.yaml"
+@dataclass(frozen=True)
+class Match:
+    """A hint that matches a record: for certain, or possibly (the log shows the signature; the facts
+    named in `unknown` that would confirm it were not measured)."""
+
+    hint: Hint
+    certain: bool
+    unknown: tuple[str, ...] = ()  # condition keys whose facts were missing (empty when certain)
+
+    @property
+    def caveat(self) -> str:
+        """For a possible match: 'the log matches; the GPU model and the driver version were not measured'."""
+        if self.certain:
+            return ""
+        words = list(dict.fromkeys(UNMEASURED.get(k, k) for k in self.unknown))
+        named = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+        return f"the log matches; {named} {'was' if len(words) == 1 else 'were'} not measured"
+
+    def to_json(self) -> dict[str, Any]:
+        return self.hint.to_json() | {"certain": self.certain, "unknown": list(self.unknown)}
 
 
-def _bad(problem: str, fix: str) -> PydanticCustomError:
-    """A validation error worded for a person; yamlfile.translate shows the message and the fix."""
-    # "fix" first: pydantic fills the template key by key, so a "{fix}" inside the problem stays as written
-    return PydanticCustomError("hints", "{problem}", {"fix": fix, "problem": problem})
-
-
-def _a_list(value: Any) -> Any:
-    if not isinstance(value, list):
-        example = f"[{value}]" if isinstance(value, str) else "[a, b]"
-        raise _bad(f"must be a list (got {value!r}).", f"write it as a YAML list, e.g. {example}.")
-    return value
-
-
-def _nonempty(value: Any) -> Any:
-    if not _a_list(value):
-        raise _bad("is an empty list.", "list at least one value, or remove the key.")
-    return value
-
-
-def _allowed(what: str, allowed: tuple[str, ...]) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        if value not in allowed:
-            close = difflib.get_close_matches(value, allowed, n=1)
-            fix = (f"did you mean `{close[0]}`? " if close else "") + f"Use one of: {', '.join(allowed)}."
-            raise _bad(f"unknown {what} `{value}`.", fix)
-        return value
-    return check
-
-
-def _quoted_version(value: Any) -> Version:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        text = getattr(value, "text", str(value))  # yamlfile.Float remembers "2.10"
-        if text != repr(value):
-            problem = f"is the number {text}, which YAML reads as {value!r}; versions must be quoted strings."
-        else:
-            why = " (YAML reads an unquoted 2.10 as 2.1)" if isinstance(value, float) else ""
-            problem = f"is the number {text}; versions must be quoted strings{why}."
-        raise _bad(problem, f'quote it: "{text}".')
-    parsed = version(value)
-    if parsed is None:
-        raise _bad(f"{value!r} is not a version.", 'write it as a quoted version like "2.26.4".')
-    return parsed
-
-
-def _regex(value: Any) -> re.Pattern[str]:
-    if not isinstance(value, str) or not value:
-        raise _bad(f"must be a regular expression, a non-empty string (got {value!r}).", 'quote it: "...".')
-    try:
-        return re.compile(value, re.IGNORECASE)
-    except re.error as exc:
-        raise _bad(f"{value!r} is not a valid regular expression ({exc}).",
-                   r"correct it (Python re syntax; a literal ( [ { . * + ? | needs a backslash).") from None
-
-
-def _filled(value: str) -> str:
-    if not value.strip():
-        raise _bad("is empty.", "write the text (one or two sentences).")
-    return value
-
-
-def _https(value: str) -> str:
-    if not value.strip().startswith("https://"):
-        raise _bad(f"{value!r} is not an https:// URL.", "link the public page that documents the issue (https://...).")
-    return value
-
-
-def _hint_id(value: str) -> str:
-    if not _ID.match(value):
-        raise _bad(f"id {value!r} is not lower-case letters, digits and '-'.", "write it like `rtx40-p2p-hang`.")
-    return value
-
-
-def _names(what: str | None = None, allowed: tuple[str, ...] | None = None) -> Any:
-    """A non-empty YAML list of strings, each one of `allowed` when given."""
-    item: Any = Annotated[str, StringConstraints(strict=True, min_length=1)]
-    if allowed is not None:
-        item = Annotated[item, AfterValidator(_allowed(what or "value", allowed))]
-    return Annotated[tuple[item, ...], BeforeValidator(_nonempty)]
-
-
-_Text = Annotated[str, StringConstraints(strict=True), AfterValidator(_filled)]
-_Statuses = _names("status", STATUSES)
-_Phases = _names("phase", PHASES)
-_ErrorClasses = _names("error class", ERROR_CLASSES)
-_Strings = _names()
-_PositiveInt = Annotated[int, Field(strict=True, gt=0)]
-_Version = Annotated[Version, PlainValidator(_quoted_version)]
-_Regex = Annotated[re.Pattern, PlainValidator(_regex)]
-
-
-class _Strict(yamlfile.Strict):
-    model_config = ConfigDict(arbitrary_types_allowed=True)  # packaging's Version
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mapping(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise _bad(f"must be a mapping (got {value!r}).", f"write it with the keys {', '.join(cls.model_fields)}.")
-        return value
-
-
-class VersionRange(_Strict):
-    """Inclusive bounds; at least one of them."""
-
-    min: _Version | None = None
-    max: _Version | None = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> VersionRange:
-        if self.min is None and self.max is None:
-            raise _bad("gives neither min nor max.", 'write e.g. {min: "2.24", max: "2.26.4"}.')
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise _bad(f"min {self.min} is above max {self.max}.", "swap them, or correct one.")
-        return self
-
-
-class Conditions(_Strict):
-    """`when:` of a hint: every key given must hold (predicates in CONDITIONS, doc in hints.yaml)."""
-
-    status: _Statuses | None = None
-    phase: _Phases | None = None
-    error_class: _ErrorClasses | None = None
-    launcher: _Strings | None = None
-    gpu_name: Annotated[str, StringConstraints(strict=True, min_length=1)] | None = None
-    gpu_count_min: _PositiveInt | None = None
-    driver_below: _Version | None = None
-    torch: VersionRange | None = None
-    accelerate: VersionRange | None = None
-    nccl_loaded: VersionRange | None = None
-    shm_below: _PositiveInt | None = None
-    memlock_below: _PositiveInt | None = None
-    text: _Regex | None = None
-    env_unset: _Strings | None = None
-    launcher_changed: _Strings | None = None
-    peer_unverified: StrictBool | None = None
-    any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None:
-            raise _bad("is empty (null).", f"give `{info.field_name}` a value, or remove the key.")
-        return value
-
-    @model_validator(mode="after")
-    def _at_least_one(self) -> Conditions:
-        if not self.model_fields_set:
-            raise _bad("has no condition, so the hint would show on every cell.",
-                       f"give at least one of: {', '.join([*CONDITIONS, 'any'])}.")
-        return self
-
-    def pairs(self) -> tuple[tuple[str, Any], ...]:
-        """(key, value) of the conditions given, for _holds; `any` holds the pairs of each alternative."""
-        return tuple((key, tuple(alt.pairs() for alt in self.any) if key == "any" else getattr(self, key))
-                     for key in type(self).model_fields if key in self.model_fields_set)
-
-
-class HintSpec(_Strict):
-    """One entry of `hints:`."""
-
-    id: Annotated[str, StringConstraints(strict=True), AfterValidator(_hint_id)]
-    title: _Text
-    explanation: _Text
-    link: Annotated[_Text, AfterValidator(_https)]
-    when: Conditions
-
-    def rule(self) -> Rule:
-        hint = Hint(self.id, self.title.strip(), " ".join(self.explanation.split()), self.link.strip())
-        return Rule(hint, self.when.pairs())
-
-
-class HintsFile(_Strict):
-    hints: Annotated[list[HintSpec], BeforeValidator(_a_list)]
-
-
-# ---------------------------------------------------------------- loading
-def _key(raw: Any) -> Callable[[tuple], str]:
-    """Key paths name a hint by its id when it has a usable one (`hints[shm-too-small].when.text`),
-    else by its position (`hints[#3]`)."""
-    entries = raw.get("hints") if isinstance(raw, dict) else None
-
-    def key(loc: tuple) -> str:
-        if len(loc) < 2 or loc[0] != "hints" or not isinstance(loc[1], int):
-            return yamlfile.key_text(loc)
-        entry = entries[loc[1]] if isinstance(entries, list) and loc[1] < len(entries) else None
-        hint_id = entry.get("id") if isinstance(entry, dict) else None
-        label = hint_id if isinstance(hint_id, str) and _ID.match(hint_id) else f"#{loc[1] + 1}"
-        rest = yamlfile.key_text(loc[2:])
-        return f"hints[{label}]" + (f".{rest}" if rest else "")
-
-    return key
-
-
-def hints_file() -> Path:
-    """The hints file in use: $HARNESS_HINTS when set (a site's own known issues), else the packaged one."""
-    own = os.environ.get(ENV_VAR, "").strip()
-    return Path(own).expanduser() if own else DATA_FILE
-
-
+# ---------------------------------------------------------------- loading and matching
 def load(path: str | Path | None = None) -> list[Rule]:
     """Read and validate a hints file (default: hints_file()); HintsError names file:line, key and fix."""
-    path = Path(path) if path is not None else hints_file()
-    from_env = f" (named by {ENV_VAR})" if path != DATA_FILE and path == hints_file() else ""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
-                           f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessError(f"{path}: cannot be read{from_env} ({exc}). Fix: check the file and its permissions.") from None
-    raw, lines = yamlfile.parse(text, path, HintsError)
-    ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
-    if not isinstance(raw, dict):
-        raise ctx.error((), "must be a mapping with the single key `hints` holding a list.",
-                        f"start the file with `hints:` (see {DATA_FILE}).")
-    try:
-        spec = HintsFile.model_validate(raw)
-    except ValidationError as exc:
-        raise yamlfile.translate(exc, ctx, HintsFile, _DOC) from None
-    first_line: dict[str, int | None] = {}
-    for i, entry in enumerate(spec.hints):
-        if entry.id in first_line:
-            raise ctx.error(("hints", i, "id"), f"id `{entry.id}` is used twice (first at line {first_line[entry.id]}).",
-                            "give every hint an id of its own.")
-        first_line[entry.id] = ctx.line(("hints", i, "id"))
-    return [entry.rule() for entry in spec.hints]
+    return [Rule.of(spec) for spec in read(path)]
 
 
 @lru_cache(maxsize=4)
@@ -443,7 +288,14 @@ def check(path: str | Path | None = None) -> None:
     _rules(Path(path) if path is not None else hints_file())
 
 
-def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Hint]:
-    """The hints whose conditions all hold for this cell record, in data-file order."""
+def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Match]:
+    """The hints that match this cell record, certain or possible, in data-file order."""
     f = facts(record)
-    return [rule.hint for rule in (_default_rules() if rules is None else rules) if rule.holds(f)]
+    found = []
+    for rule in _default_rules() if rules is None else rules:
+        verdict = rule.verdict(f)
+        if verdict.value is True:
+            found.append(Match(rule.hint, True))
+        elif verdict.value is None and verdict.evidence:
+            found.append(Match(rule.hint, False, verdict.unknown))
+    return found

@@ -172,15 +172,20 @@ def render(data: RunData) -> str:
     if notes.by_text:
         lines += ["", "### Notes", ""]
         lines += [f"{n.number}. {esc(n.text)}" for n in notes.by_text.values()]
-    matched: dict[str, tuple[hints.Hint, list[str]]] = {}
+    # one line per hint and certainty: "Possibly: ..." where the log matches but a fact was not measured
+    matched: dict[tuple[str, str], tuple[hints.Match, list[str]]] = {}
     for cell_id, record in data.records.items():
-        for hint in hints.match(record):
-            matched.setdefault(hint.id, (hint, []))[1].append(cell_id)
+        for found in hints.match(record):
+            matched.setdefault((found.hint.id, found.caveat), (found, []))[1].append(cell_id)
     if matched:
         lines += ["", "## Known issues that match", ""]
-        for hint, cells in matched.values():
-            lines.append(f"- **{esc(hint.title)}** ({len(cells)} cell(s): {', '.join(f'`{c}`' for c in cells[:6])}"
-                         f"{' …' if len(cells) > 6 else ''}). {hint.explanation} [{hint.link}]({hint.link})")
+        for found, cells in matched.values():
+            hint = found.hint
+            listed = f"{len(cells)} cell(s): {', '.join(f'`{c}`' for c in cells[:6])}{' …' if len(cells) > 6 else ''}"
+            head = (f"**{esc(hint.title)}** ({listed})" if found.certain
+                    else f"Possibly: **{esc(hint.title)}** ({listed}; {found.caveat})")
+            fix = f" Fix: {hint.fix}" if hint.fix else ""
+            lines.append(f"- {head}. {hint.explanation}{fix} [{hint.link}]({hint.link})")
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
         lines += _detail(cell_id, data.records[cell_id], data.facts)

@@ -1,0 +1,306 @@
+"""The hints data file (harness/hints.yaml, or a site's own named by HARNESS_HINTS): where it is, its
+schema, and reading it.
+
+A typo in the file must fail loudly before a command does any work, not silently never match: strict
+pydantic models (unknown keys refused), every value checked, and each problem reported as
+`file:line at `key`: problem Fix: ...` (HintsError, exit 2). What the conditions mean when matched
+against a record lives in harness/hints.py; this module only says what a well-formed file is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from packaging.version import InvalidVersion, Version
+from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
+                      StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic_core import PydanticCustomError
+
+from harness import yamlfile
+from harness.errors import HarnessError, HintsError
+from harness.record import ERROR_CLASSES, PHASES, STATUSES
+
+__all__ = ["DATA_FILE", "ENV_VAR", "Conditions", "Hint", "HintSpec", "HintsFile", "VersionRange", "hints_file",
+           "read", "version"]
+
+DATA_FILE = Path(__file__).with_name("hints.yaml")
+ENV_VAR = "HARNESS_HINTS"  # a site's own hints file, used instead of DATA_FILE
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_DOC = "the format described at the top of harness/hints.yaml"
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What the report shows: a known issue the cell looks like, what to do, and where it is documented.
+    `evidence` names the public failure logs (tests/data/real_failures.yaml ids) the hint is built from."""
+
+    id: str
+    title: str
+    explanation: str
+    link: str
+    fix: str = ""
+    evidence: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"evidence": list(self.evidence)}
+
+
+def version(text: Any) -> Version | None:
+    """packaging Version of the part before '+' (2.7.0+cu126 -> 2.7.0); None when not a version."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return Version(text.split("+", 1)[0].strip())
+    except InvalidVersion:
+        return None
+
+
+# ---------------------------------------------------------------- validators, worded for a person
+def _bad(problem: str, fix: str) -> PydanticCustomError:
+    """A validation error worded for a person; yamlfile.translate shows the message and the fix."""
+    # "fix" first: pydantic fills the template key by key, so a "{fix}" inside the problem stays as written
+    return PydanticCustomError("hints", "{problem}", {"fix": fix, "problem": problem})
+
+
+def _a_list(value: Any) -> Any:
+    if not isinstance(value, list):
+        example = f"[{value}]" if isinstance(value, str) else "[a, b]"
+        raise _bad(f"must be a list (got {value!r}).", f"write it as a YAML list, e.g. {example}.")
+    return value
+
+
+def _nonempty(value: Any) -> Any:
+    if not _a_list(value):
+        raise _bad("is an empty list.", "list at least one value, or remove the key.")
+    return value
+
+
+def _allowed(what: str, allowed: tuple[str, ...]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            close = difflib.get_close_matches(value, allowed, n=1)
+            fix = (f"did you mean `{close[0]}`? " if close else "") + f"Use one of: {', '.join(allowed)}."
+            raise _bad(f"unknown {what} `{value}`.", fix)
+        return value
+    return check
+
+
+def _quoted_version(value: Any) -> Version:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = getattr(value, "text", str(value))  # yamlfile.Float remembers "2.10"
+        if text != repr(value):
+            problem = f"is the number {text}, which YAML reads as {value!r}; versions must be quoted strings."
+        else:
+            why = " (YAML reads an unquoted 2.10 as 2.1)" if isinstance(value, float) else ""
+            problem = f"is the number {text}; versions must be quoted strings{why}."
+        raise _bad(problem, f'quote it: "{text}".')
+    parsed = version(value)
+    if parsed is None:
+        raise _bad(f"{value!r} is not a version.", 'write it as a quoted version like "2.26.4".')
+    return parsed
+
+
+def _regex(value: Any) -> re.Pattern[str]:
+    if not isinstance(value, str) or not value:
+        raise _bad(f"must be a regular expression, a non-empty string (got {value!r}).", 'quote it: "...".')
+    try:
+        return re.compile(value, re.IGNORECASE)
+    except re.error as exc:
+        raise _bad(f"{value!r} is not a valid regular expression ({exc}).",
+                   r"correct it (Python re syntax; a literal ( [ { . * + ? | needs a backslash).") from None
+
+
+def _filled(value: str) -> str:
+    if not value.strip():
+        raise _bad("is empty.", "write the text (one or two sentences).")
+    return value
+
+
+def _https(value: str) -> str:
+    if not value.strip().startswith("https://"):
+        raise _bad(f"{value!r} is not an https:// URL.", "link the public page that documents the issue (https://...).")
+    return value
+
+
+def _hint_id(value: str) -> str:
+    if not _ID.match(value):
+        raise _bad(f"id {value!r} is not lower-case letters, digits and '-'.", "write it like `rtx40-p2p-hang`.")
+    return value
+
+
+def _evidence_id(value: str) -> str:
+    if not _ID.match(value):
+        raise _bad(f"evidence id {value!r} is not lower-case letters, digits and '-'.",
+                   "name an entry of tests/data/real_failures.yaml, e.g. `shm-size-1`.")
+    return value
+
+
+def _names(what: str | None = None, allowed: tuple[str, ...] | None = None) -> Any:
+    """A non-empty YAML list of strings, each one of `allowed` when given."""
+    item: Any = Annotated[str, StringConstraints(strict=True, min_length=1)]
+    if allowed is not None:
+        item = Annotated[item, AfterValidator(_allowed(what or "value", allowed))]
+    return Annotated[tuple[item, ...], BeforeValidator(_nonempty)]
+
+
+_Text = Annotated[str, StringConstraints(strict=True), AfterValidator(_filled)]
+_Statuses = _names("status", STATUSES)
+_Phases = _names("phase", PHASES)
+_ErrorClasses = _names("error class", ERROR_CLASSES)
+_Strings = _names()
+_PositiveInt = Annotated[int, Field(strict=True, gt=0)]
+_Version = Annotated[Version, PlainValidator(_quoted_version)]
+_Regex = Annotated[re.Pattern, PlainValidator(_regex)]
+_EvidenceIds = Annotated[tuple[Annotated[str, StringConstraints(strict=True), AfterValidator(_evidence_id)], ...],
+                         BeforeValidator(_nonempty)]
+
+
+# ---------------------------------------------------------------- the models
+class _Strict(yamlfile.Strict):
+    model_config = ConfigDict(arbitrary_types_allowed=True)  # packaging's Version
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _bad(f"must be a mapping (got {value!r}).", f"write it with the keys {', '.join(cls.model_fields)}.")
+        return value
+
+
+class VersionRange(_Strict):
+    """Inclusive bounds; at least one of them."""
+
+    min: _Version | None = None
+    max: _Version | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VersionRange:
+        if self.min is None and self.max is None:
+            raise _bad("gives neither min nor max.", 'write e.g. {min: "2.24", max: "2.26.4"}.')
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise _bad(f"min {self.min} is above max {self.max}.", "swap them, or correct one.")
+        return self
+
+
+class Conditions(_Strict):
+    """`when:` of a hint: every key given must hold (the predicates are hints.CONDITIONS, the doc is at
+    the top of hints.yaml)."""
+
+    status: _Statuses | None = None
+    phase: _Phases | None = None
+    error_class: _ErrorClasses | None = None
+    launcher: _Strings | None = None
+    gpu_name: Annotated[str, StringConstraints(strict=True, min_length=1)] | None = None
+    gpu_count_min: _PositiveInt | None = None
+    driver_below: _Version | None = None
+    torch: VersionRange | None = None
+    accelerate: VersionRange | None = None
+    nccl_loaded: VersionRange | None = None
+    shm_below: _PositiveInt | None = None
+    memlock_below: _PositiveInt | None = None
+    text: _Regex | None = None
+    text_absent: _Regex | None = None
+    env_unset: _Strings | None = None
+    launcher_changed: _Strings | None = None
+    peer_unverified: StrictBool | None = None
+    any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            raise _bad("is empty (null).", f"give `{info.field_name}` a value, or remove the key.")
+        return value
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Conditions:
+        if not self.model_fields_set:
+            raise _bad("has no condition, so the hint would show on every cell.",
+                       f"give at least one of: {', '.join(type(self).model_fields)}.")
+        return self
+
+    def pairs(self) -> tuple[tuple[str, Any], ...]:
+        """(key, value) of the conditions given; `any` holds the pairs of each alternative."""
+        return tuple((key, tuple(alt.pairs() for alt in self.any) if key == "any" else getattr(self, key))
+                     for key in type(self).model_fields if key in self.model_fields_set)
+
+
+class HintSpec(_Strict):
+    """One entry of `hints:`. `fix` and `evidence` are optional for a site's own file; the packaged
+    file gives both for every hint (tests/test_hints_real.py checks it)."""
+
+    id: Annotated[str, StringConstraints(strict=True), AfterValidator(_hint_id)]
+    title: _Text
+    explanation: _Text
+    fix: _Text | None = None
+    link: Annotated[_Text, AfterValidator(_https)]
+    evidence: _EvidenceIds | None = None
+    when: Conditions
+
+    def hint(self) -> Hint:
+        return Hint(self.id, self.title.strip(), " ".join(self.explanation.split()), self.link.strip(),
+                    " ".join((self.fix or "").split()), self.evidence or ())
+
+
+class HintsFile(_Strict):
+    hints: Annotated[list[HintSpec], BeforeValidator(_a_list)]
+
+
+# ---------------------------------------------------------------- reading
+def _key(raw: Any) -> Callable[[tuple], str]:
+    """Key paths name a hint by its id when it has a usable one (`hints[shm-too-small].when.text`),
+    else by its position (`hints[#3]`)."""
+    entries = raw.get("hints") if isinstance(raw, dict) else None
+
+    def key(loc: tuple) -> str:
+        if len(loc) < 2 or loc[0] != "hints" or not isinstance(loc[1], int):
+            return yamlfile.key_text(loc)
+        entry = entries[loc[1]] if isinstance(entries, list) and loc[1] < len(entries) else None
+        hint_id = entry.get("id") if isinstance(entry, dict) else None
+        label = hint_id if isinstance(hint_id, str) and _ID.match(hint_id) else f"#{loc[1] + 1}"
+        rest = yamlfile.key_text(loc[2:])
+        return f"hints[{label}]" + (f".{rest}" if rest else "")
+
+    return key
+
+
+def hints_file() -> Path:
+    """The hints file in use: $HARNESS_HINTS when set (a site's own known issues), else the packaged one."""
+    own = os.environ.get(ENV_VAR, "").strip()
+    return Path(own).expanduser() if own else DATA_FILE
+
+
+def read(path: str | Path | None = None) -> list[HintSpec]:
+    """Read and validate a hints file (default: hints_file()); HintsError names file:line, key and fix."""
+    path = Path(path) if path is not None else hints_file()
+    from_env = f" (named by {ENV_VAR})" if path != DATA_FILE and path == hints_file() else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
+                           f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{path}: cannot be read{from_env} ({exc}). Fix: check the file and its permissions.") from None
+    raw, lines = yamlfile.parse(text, path, HintsError)
+    ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
+    if not isinstance(raw, dict):
+        raise ctx.error((), "must be a mapping with the single key `hints` holding a list.",
+                        f"start the file with `hints:` (see {DATA_FILE}).")
+    try:
+        spec = HintsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise yamlfile.translate(exc, ctx, HintsFile, _DOC) from None
+    first_line: dict[str, int | None] = {}
+    for i, entry in enumerate(spec.hints):
+        if entry.id in first_line:
+            raise ctx.error(("hints", i, "id"), f"id `{entry.id}` is used twice (first at line {first_line[entry.id]}).",
+                            "give every hint an id of its own.")
+        first_line[entry.id] = ctx.line(("hints", i, "id"))
+    return spec.hints

@@ -1,0 +1,301 @@
+"""The hints knowledge base against real public failure logs (tests/data/real_failures.yaml).
+
+Every confirmed entry, put where its `where` says it appears in a cell record and with no
+fingerprint (a record made from a log alone), must get the hint of its cause (certain or possible)
+and no hint whose fix contradicts it. Every packaged hint gives a fix and the real entries it is
+built from (each id exists, and the hint fires on each); measured-fact hints fire as certain with the
+fact present and matching, as possible with it missing, and not at all when it contradicts."""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import hints, nccl_log
+from harness.hints import Match, load, match
+
+DATA = Path(__file__).parent / "data"
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@lru_cache(maxsize=1)
+def entries() -> dict[str, dict]:
+    return {e["id"]: e for e in yaml.safe_load((DATA / "real_failures.yaml").read_text())}
+
+
+def confirmed(entry: dict) -> bool:
+    return not entry["confirmed_by"].startswith("not confirmed")
+
+
+# The outcome a cell shows for an entry: a hang for the hangs, else a failure; two entries are about
+# something else, as their fix says: gdr-1 is "not a crash: ~10x slower", gdr-2 "allreduce produced NaN".
+STATUS = {"gdr-1": "slow", "gdr-2": "wrong"}
+
+
+def log_record(entry: dict) -> dict:
+    """A minimal cell record holding the excerpt where `where` says it appears, without a fingerprint
+    (no GPU model, driver, /dev/shm, memlock or versions): only what a log shows."""
+    text = entry["excerpt"].rstrip("\n")
+    status = STATUS.get(entry["id"], "hang" if entry["expected_class"] == "hang" else "fail")
+    outcome: dict[str, Any] = {"status": status, "reason": "", "seconds": 1.0, "phase": None, "error_class": None,
+                               "detail": {}}
+    raw: dict[str, Any] = {"ranks": {"0": {"phase": None, "error": None, "result": None}}, "nccl": {},
+                           "launcher_tail": "", "forensics": {}}
+    where = entry["where"]
+    if where in ("rank-error", "traceback"):
+        raw["ranks"]["0"]["error"] = {"phase": None, "error_class": None, "type": None, "message": text}
+        outcome["reason"] = text
+    elif where == "nccl-log":
+        raw["nccl"]["0"] = nccl_log.parse(text).to_json()  # what the supervisor records of an NCCL log
+        raw["forensics"] = {"nccl_tail": {"0": text}}
+    else:  # launcher, dmesg, tool-output: what the launcher's output holds
+        raw["launcher_tail"] = text
+    return {"schema": 1, "cell": {"id": entry["id"]}, "env": {}, "outcome": outcome,
+            "attempts": [{"attempt": 1, "outcome": outcome, "command": [], "raw": raw}]}
+
+
+def fired(record: dict) -> dict[str, Match]:
+    return {m.hint.id: m for m in match(record)}
+
+
+def built_from() -> dict[str, list[str]]:
+    """entry id -> the hints that cite it as evidence."""
+    cited: dict[str, list[str]] = {}
+    for rule in load():
+        for entry_id in rule.hint.evidence:
+            cited.setdefault(entry_id, []).append(rule.hint.id)
+    return cited
+
+
+def cause_hints() -> dict[str, set[str]]:
+    """cause -> the hints built from some entry of that cause."""
+    by_cause: dict[str, set[str]] = {}
+    for entry_id, hint_ids in built_from().items():
+        by_cause.setdefault(entries()[entry_id]["cause"], set()).update(hint_ids)
+    return by_cause
+
+
+# Hints that may fire on an entry of another cause because the excerpt really shows their signature
+# too and their fix does not contradict the entry's, reviewed one by one (none is needed today).
+ALSO: dict[str, set[str]] = {}
+
+
+# ---------------------------------------------------------------- every confirmed entry
+CONFIRMED = [e for e in entries().values() if confirmed(e)]
+
+
+@pytest.mark.parametrize("entry", CONFIRMED, ids=[e["id"] for e in CONFIRMED])
+def test_a_confirmed_real_log_gets_the_hint_of_its_cause(entry):
+    got = fired(log_record(entry))
+    mine = cause_hints().get(entry["cause"], set())
+    assert mine, f"no hint is built from an entry of cause {entry['cause']}"
+    assert mine & set(got), f"{entry['id']}: none of {sorted(mine)} fired; got {sorted(got)}"
+    # no hint of another cause, whose fix would send the reader elsewhere
+    foreign = set(got) - mine - ALSO.get(entry["id"], set())
+    assert not foreign, f"{entry['id']} ({entry['cause']}) also got {sorted(foreign)}"
+
+
+@pytest.mark.parametrize("entry_id", sorted(built_from()), ids=sorted(built_from()))
+def test_each_hint_fires_on_every_entry_it_cites(entry_id):
+    got = fired(log_record(entries()[entry_id]))
+    for hint_id in built_from()[entry_id]:
+        assert hint_id in got, f"{hint_id} cites {entry_id} but does not fire on it; got {sorted(got)}"
+
+
+def test_every_confirmed_entry_is_cited_by_a_hint():
+    uncited = [e["id"] for e in CONFIRMED if e["id"] not in built_from()]
+    assert not uncited
+
+
+def test_every_cause_has_a_hint():
+    assert {e["cause"] for e in entries().values()} <= set(cause_hints())
+
+
+def test_a_victim_line_is_never_alone_on_a_root_cause():
+    """The 'look at the other rank' hint may come with a root-cause hint, never instead of one."""
+    for entry in CONFIRMED:
+        got = set(fired(log_record(entry)))
+        if got == {"remote-peer-lost"}:
+            assert entry["cause"] in ("remote-error-victim", "socket-ifname"), entry["id"]
+            assert "remote process exited" in entry["excerpt"] or "Connection reset" in entry["excerpt"]
+
+
+# ---------------------------------------------------------------- the data file
+def test_every_packaged_hint_has_a_fix_and_real_evidence():
+    for rule in load():
+        hint = rule.hint
+        assert hint.fix, hint.id
+        assert hint.evidence, hint.id
+        missing = [e for e in hint.evidence if e not in entries()]
+        assert not missing, f"{hint.id} cites unknown entries {missing}"
+
+
+def test_every_hint_is_covered_by_a_real_entry():
+    """Each hint fires on at least one real public log it cites."""
+    for rule in load():
+        assert any(rule.hint.id in fired(log_record(entries()[e])) for e in rule.hint.evidence), rule.hint.id
+
+
+def test_there_are_enough_hints_for_the_causes():
+    assert len(load()) >= 25
+    assert len(cause_hints()) == len({e["cause"] for e in entries().values()})
+
+
+# ---------------------------------------------------------------- measured facts: certain / possible / not
+def with_fingerprint(record: dict, **facts: Any) -> dict:
+    """The record with a fingerprint holding only the given facts (gpus, driver, shm, memlock, nccl, torch, env)."""
+    record = copy.deepcopy(record)
+    fp: dict[str, Any] = {"env": facts.pop("env", {})}
+    if "gpus" in facts:
+        fp["gpus"] = [{"index": i, "name": n} for i, n in enumerate(facts.pop("gpus"))]
+        fp["device_count"] = len(fp["gpus"])
+    if "driver" in facts:
+        fp["driver"] = {"version": facts.pop("driver")}
+    if "shm" in facts:
+        fp["shm"] = {"bytes": facts.pop("shm")}
+    if "memlock" in facts:
+        fp["memlock"] = {"soft": facts.pop("memlock")}
+    if "nccl" in facts:
+        fp["nccl_loaded"] = {"version": facts.pop("nccl")}
+    if "torch" in facts:
+        fp["torch"] = facts.pop("torch")
+    assert not facts, facts
+    record["attempts"][0]["raw"]["phases"] = {"fingerprint": {"fingerprint": fp}}
+    return record
+
+
+def with_phase(record: dict, phase: str) -> dict:
+    record = copy.deepcopy(record)
+    record["outcome"]["phase"] = record["attempts"][0]["outcome"]["phase"] = phase
+    return record
+
+
+RTX = ("NVIDIA GeForce RTX 4090",) * 2
+
+# (hint id, the real entry whose log shows the signature, facts that confirm it, facts that contradict it)
+TABLE = [
+    ("rtx40-p2p-hang", "p2p-hang-consumer-1", dict(gpus=RTX, driver="545.23.08"), dict(gpus=RTX, driver="550.54.15")),
+    ("rtx40-p2p-hang", "p2p-hang-consumer-2", dict(gpus=RTX, driver="520.56.06"), dict(gpus=("NVIDIA H100",) * 2, driver="520.56.06")),
+    ("shm-too-small", "shm-size-1", dict(shm=64 * MiB), dict(shm=16 * GiB)),
+    ("shm-sigbus", "sigbus-shm-1", dict(shm=64 * MiB), dict(shm=64 * GiB)),
+    ("memlock-too-low", "memlock-1", dict(memlock=8192 * 1024), dict(memlock="unlimited")),
+    ("nccl-cumem-host-numa", "cumem-host-1", dict(driver="570.86.16"), dict(driver="580.65.06")),
+    ("torch-device-id-hang", "device-id-hang-1", dict(torch="2.7.0+cu126"), dict(torch="2.7.1+cu126")),
+    ("nccl-version-bug", "nccl-version-bug-1", dict(nccl="2.19.3"), dict(nccl="2.21.5")),
+    ("nccl-version-bug", "nccl-version-bug-5", dict(nccl="2.19.3"), dict(nccl="2.20.3")),
+    ("ddp-prepare-oom", "oom-ddp-init-2", dict(phase="prepare"), dict(phase="step")),
+]
+
+
+@pytest.mark.parametrize("hint_id,entry_id,present,contradicting", TABLE,
+                         ids=[f"{t[0]}-{t[1]}" for t in TABLE])
+def test_measured_facts_make_a_hint_certain_possible_or_nothing(hint_id, entry_id, present, contradicting):
+    base = log_record(entries()[entry_id])
+
+    def apply(facts: dict) -> dict:
+        facts = dict(facts)
+        phase = facts.pop("phase", None)
+        record = with_phase(base, phase) if phase else base
+        return with_fingerprint(record, **facts) if facts else record
+
+    missing = fired(base).get(hint_id)
+    assert missing is not None and not missing.certain, "fact missing: possible"
+    assert missing.unknown and "not measured" in missing.caveat
+    present_match = fired(apply(present)).get(hint_id)
+    assert present_match is not None and present_match.certain, "fact present and matching: certain"
+    assert present_match.caveat == ""
+    assert hint_id not in fired(apply(contradicting)), "fact present and contradicting: no hint"
+
+
+def test_the_caveat_names_the_missing_facts():
+    got = fired(log_record(entries()["p2p-hang-consumer-1"]))["rtx40-p2p-hang"]
+    assert got.caveat.startswith("the log matches; ")
+    for words in ("the GPU model", "the driver version"):
+        assert words in got.caveat
+    assert got.caveat.endswith("were not measured")
+
+
+def test_text_alone_is_certain_when_the_hint_needs_no_measured_fact():
+    got = fired(log_record(entries()["duplicate-gpu-1"]))["two-ranks-one-gpu"]
+    assert got.certain
+
+
+def test_facts_without_evidence_never_make_a_possible_hint():
+    """A hang with nothing in the logs and nothing measured: no hint at all, not even possibly."""
+    record = log_record(entries()["p2p-hang-consumer-2"])
+    record["attempts"][0]["raw"]["launcher_tail"] = ""
+    assert match(record) == []
+
+
+def test_the_nccl_version_printed_in_a_message_is_a_fact():
+    f = hints.facts(log_record(entries()["nccl-version-bug-3"]))  # "NCCL\nversion 2.14.3" in torch's error
+    assert str(f.versions["nccl_loaded"]) == "2.14.3"
+    assert fired(log_record(entries()["nccl-version-bug-3"]))["nccl-version-bug"].certain
+
+
+# ---------------------------------------------------------------- logs beyond the tests: the message formats
+# Lines in the formats of other NCCL / torch / CUDA versions than the ones in real_failures.yaml (the
+# format strings of NCCL 2.18-2.26's WARNs, torch's messages), each with the hint that must fire.
+FORMATS = [
+    ("nccl-log", "node1:1:2 [0] misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes, error: No space left on device (28)", "shm-too-small"),
+    ("nccl-log", "node1:1:2 [0] misc/shmutils.cc:128 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-Ab12Cd (size 9637888), error: No such file or directory (2)", "shm-too-small"),
+    ("nccl-log", "node1:1:1 [0] bootstrap.cc:112 NCCL WARN Bootstrap : no socket interface found", "nccl-no-socket-interface"),
+    ("nccl-log", "node1:1:1 [0] bootstrap.cc:513 NCCL WARN no device found matching eth9, verify NCCL_OOB_NET_IFNAME", "nccl-no-socket-interface"),
+    ("nccl-log", "node1:1:1 [0] misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> failed : No route to host", "nccl-socket-ifname"),
+    ("nccl-log", "node1:1:1 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>", "nccl-socket-ifname"),
+    ("nccl-log", "node1:1:9 [3] transport/net_ib.cc:2358 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<40000> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0", "roce-gid-index"),
+    ("nccl-log", "node1:1:9 [3] transport/net_ib.cc:2358 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<40000> with status=4 opcode=0 len=0 vendor err 81 (Send) hca mlx5_2", "gdr-broken"),
+    ("nccl-log", "node1:1:9 [3] misc/ibvwrap.cc:376 NCCL WARN Call to ibv_modify_qp failed with 19 No such device, on dev mlx5_3:1", "ib-hca-unusable"),
+    ("rank-error", "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'invalid argument' transport/nvls.cc:163 NCCL WARN Cuda failure 1 'invalid argument'", "nvls-multicast-failed"),
+    ("rank-error", "[rank1]:[E526 10:00:00.000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", "watchdog-timeout"),
+    ("rank-error", "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version", "driver-too-old"),
+    ("rank-error", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized", "fabric-manager-not-running"),
+    ("launcher", "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).", "rendezvous-port-in-use"),
+    ("dmesg", "NVRM: API mismatch: the client has the version 550.90.07, but NVRM: this kernel module has the version 550.54.15.", "nvml-driver-mismatch"),
+    ("traceback", "ImportError: /venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommWindowRegister", "nccl-two-libraries"),
+    ("traceback", "OSError: libnccl.so.2: cannot open shared object file: No such file or directory", "libnccl-missing"),
+    ("rank-error", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2003, remote process exited or there was a network error, NCCL version 2.27.3\nncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\nLast error:\nsocketProgress: Connection closed by remote peer node2<51159>", "remote-peer-lost"),
+    ("nccl-log", "node1:1:9 [1] enqueue.cc:1665 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'", "illegal-memory-access"),
+]
+
+
+@pytest.mark.parametrize("where,line,hint_id", FORMATS, ids=[f[2] + "-" + str(i) for i, f in enumerate(FORMATS)])
+def test_other_versions_of_the_messages_match(where, line, hint_id):
+    entry = {"id": "format", "where": where, "excerpt": line, "expected_class": "nccl", "cause": "?"}
+    assert hint_id in fired(log_record(entry))
+
+
+# ---------------------------------------------------------------- the report's wording
+def test_the_report_words_a_possible_hint_as_a_possibility(tmp_path):
+    from harness import report
+    from harness.record import CellRecord
+    from harness.results import RunData
+
+    log_only = log_record(entries()["p2p-hang-consumer-1"])  # no fingerprint: GPU model and driver unknown
+    measured = with_fingerprint(log_record(entries()["duplicate-gpu-1"]), gpus=RTX, driver="550.54.15")
+    log_only["cell"], measured["cell"] = {"id": "log-only", "variant": "default"}, {"id": "measured", "variant": "default"}
+    data = RunData(tmp_path / "run", {"run_id": "run"},
+                   {"log-only": CellRecord.from_json(log_only), "measured": CellRecord.from_json(measured)}, {})
+    section = report.render(data).split("## Known issues that match", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("- ")]
+    rtx = next(line for line in lines if "RTX 40-series" in line)
+    assert rtx.startswith("- Possibly: **RTX 40-series GPUs hang on PCIe peer-to-peer** (1 cell(s): `log-only`; "
+                          "the log matches; ")
+    assert "the GPU model" in rtx and "the driver version" in rtx and "were not measured)" in rtx
+    assert "Fix: Set NCCL_P2P_DISABLE=1" in rtx
+    two = next(line for line in lines if "Two ranks on one GPU" in line)
+    assert two.startswith("- **Two ranks on one GPU** (1 cell(s): `measured`). ") and "Possibly" not in two
+    assert "Fix: " in two and "[https://github.com/NVIDIA/nccl/issues/418]" in two
+
+
+def test_an_alternative_that_holds_settles_its_any():
+    """The hang shows P2P/IPC in the log, so the unknown phase of the other alternative is not named."""
+    got = fired(log_record(entries()["p2p-hang-consumer-1"]))["rtx40-p2p-hang"]
+    assert "phase" not in got.unknown
+    assert set(got.unknown) == {"gpu_name", "gpu_count_min", "driver_below", "env_unset"}
