@@ -21,6 +21,8 @@ _CUDA_TYPES = {"CudaError", "AcceleratorError"}
 
 # (class, regex) checked in this order against the message.
 _RULES: List[Tuple[str, "re.Pattern[str]"]] = [
+    # NVLink SHARP (NVLS) multicast: NCCL's own feature, even where its text names the fabric manager
+    ("nccl", re.compile(r"\bNVLS\b|NVLink SHARP", re.I)),
     # The driver stack below CUDA: older than the runtime, kernel module and user library of different
     # versions, no driver at all, the fabric manager (NVSwitch systems) not running. These arrive
     # wrapped in NCCL's "unhandled cuda error" or torch's CUDA init errors; the wrapper is not the cause.
@@ -31,21 +33,29 @@ _RULES: List[Tuple[str, "re.Pattern[str]"]] = [
                           r"system not yet initialized|cudaErrorSystemNotReady|"
                           r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
                           r"cudaErrorCompatNotSupportedOnDevice", re.I)),
+    # InfiniBand verbs failing (registering memory, creating queue pairs): NCCL's network transport,
+    # even where the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
+    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory", re.I)),
     # a library that cannot be loaded, or two that do not fit (two NCCLs side by side)
     ("import", re.compile(r"ModuleNotFoundError|No module named|cannot open shared object file|"
-                          r"undefined symbol", re.I)),
+                          r"undefined symbol|doesn't have NCCL built in|NCCL is not available", re.I)),
+    # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
+    ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
+                        r"device-side assert|uncorrectable ECC|Xid", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error")),
+    ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
     ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
-    ("launcher", re.compile(r"accelerate launch|launcher|rendezvous|address already in use|"
-                            r"EADDRINUSE|environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
+    ("launcher", re.compile(r"accelerate`?\s+`?launch|launcher|rendezvous|"
+                            r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
                             r"MASTER_PORT|LOCAL_RANK)", re.I)),
-    ("nccl", re.compile(r"NCCL")),
+    # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs)
+    ("nccl", re.compile(r"NCCL|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN ")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA", re.I)),

@@ -1,0 +1,33 @@
+"""The one error classifier (harness/workload/classify.py, used inside the ranks and on the host) on
+real failure logs from public threads (tests/data/real_failures.yaml, each with its link and confirmed
+fix): every error text gets the class of its cause, not of the wrapper around it (a driver older than
+the runtime inside NCCL's "unhandled cuda error", an illegal memory access inside an NCCL WARN, a
+memlock-limited verbs registration that says "Cannot allocate memory")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.kinds import ERROR_CLASSES
+from harness.workload.classify import classify_text
+
+ENTRIES = yaml.safe_load((Path(__file__).parent / "data" / "real_failures.yaml").read_text())
+# Excerpts that are not an error text of their own: a pip listing, NCCL INFO lines about a slow path,
+# a torch warning, a Ray worker's death (the harness tells that from the launcher's exit, not the text),
+# and a traceback that shows the source line of the raise (its string literal split in two).
+NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2", "remote-error-victim-2",
+                     "no-nccl-backend-2"}
+CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
+
+
+def test_the_real_logs_cover_every_cause_class():
+    assert len(CASES) >= 50
+    assert {e["expected_class"] for e in CASES} >= {"driver", "nccl", "cuda", "shm", "import", "launcher", "timeout"}
+
+
+@pytest.mark.parametrize("entry", CASES, ids=[e["id"] for e in CASES])
+def test_real_error_text_gets_the_class_of_its_cause(entry):
+    assert classify_text("", entry["excerpt"]) == entry["expected_class"], entry["url"]
