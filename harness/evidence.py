@@ -196,13 +196,68 @@ class Fingerprint:
 
 @dataclass(frozen=True)
 class BandwidthRow:
-    """One size of the bandwidth sweep (nccl-tests timing: time per op, algbw, busbw)."""
+    """One size of the bandwidth sweep, nccl-tests style: time per op, algbw and busbw as the median over
+    trials, busbw of every trial and its min and max, torch's eager per-call latency, how the time was
+    taken, wrong elements. Rows of older records have no trials: their spread is unknown (None), never 0."""
 
     bytes: int
-    time_s: float = 0.0
-    algbw_gbs: float = 0.0
-    busbw_gbs: float = 0.0
+    time_s: float = 0.0  # median over trials of the time per op, seconds
+    algbw_gbs: float = 0.0  # median over trials
+    busbw_gbs: float = 0.0  # median over trials
     first_call_s: float = 0.0
+    busbw_trials: tuple[float, ...] = ()  # busbw of every trial; empty in older records
+    busbw_min: float | None = None
+    busbw_max: float | None = None
+    eager_us: float | None = None  # torch's eager per-call latency (what DDP pays per call), median, µs
+    timing: str | None = None  # "cuda-graph" or "eager": how time_s was measured
+    wrong: int | None = None  # elements that came back wrong at this size; None where not recorded
+    iters: int | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> BandwidthRow:
+        """A row as the workload wrote it (any version); a value missing or of the wrong type is None/empty."""
+        data = _map(data)
+        trials = data.get("busbw_trials")
+        return cls(_int(data.get("bytes")) or 0, _num(data.get("time_s")) or 0.0, _num(data.get("algbw_gbs")) or 0.0,
+                   _num(data.get("busbw_gbs")) or 0.0, _num(data.get("first_call_s")) or 0.0,
+                   tuple(float(t) for t in (trials if isinstance(trials, list) else []) if _num(t) is not None),
+                   _num(data.get("busbw_min")), _num(data.get("busbw_max")), _num(data.get("eager_us")),
+                   _str(data.get("timing")), _int(data.get("wrong")), _int(data.get("iters")))
+
+    @property
+    def trials(self) -> int:
+        """How many trials the median is over (0: an older record, which did not say)."""
+        return len(self.busbw_trials)
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """(min, max) busbw over the trials; None when unknown (an older record, or a single trial)."""
+        if self.trials == 1:
+            return None
+        low = self.busbw_min if self.busbw_min is not None else min(self.busbw_trials, default=None)
+        high = self.busbw_max if self.busbw_max is not None else max(self.busbw_trials, default=None)
+        if low is None or high is None or high < low:
+            return None
+        return low, high
+
+    @property
+    def relative_spread(self) -> float | None:
+        """(max - min) / median busbw; None when the spread or the median is unknown."""
+        spread = self.spread
+        if spread is None or not self.busbw_gbs:
+            return None
+        return (spread[1] - spread[0]) / self.busbw_gbs
+
+    def apart_from(self, other: BandwidthRow) -> bool | None:
+        """Whether the two rows' trial ranges do not overlap; None when either spread is unknown."""
+        return ranges_apart(self.spread, other.spread)
+
+
+def ranges_apart(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool | None:
+    """Whether two (min, max) ranges do not overlap; None when either is unknown."""
+    if a is None or b is None:
+        return None
+    return a[1] < b[0] or b[1] < a[0]
 
 
 @dataclass(frozen=True)
@@ -351,10 +406,7 @@ class RawAttempt:
     @property
     def bandwidth_rows(self) -> tuple[BandwidthRow, ...]:
         rows = _dig(self.phases, "bandwidth", "rows")
-        return tuple(BandwidthRow(_int(r.get("bytes")) or 0, _num(r.get("time_s")) or 0.0,
-                                  _num(r.get("algbw_gbs")) or 0.0, _num(r.get("busbw_gbs")) or 0.0,
-                                  _num(r.get("first_call_s")) or 0.0)
-                     for r in (rows if isinstance(rows, list) else []) if isinstance(r, Mapping))
+        return tuple(BandwidthRow.of(r) for r in (rows if isinstance(rows, list) else []) if isinstance(r, Mapping))
 
     @property
     def phase_timings(self) -> dict[str, float]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from . import report
 from .errors import HarnessError
-from .record import BandwidthRow
+from .record import MEASURED, BandwidthRow
 from .results import RunData
 
 INDEX = "index.md"
@@ -19,32 +20,74 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "host"
 
 
-def plot(data: RunData, path: Path) -> bool:
-    """busbw against message size (log2 axis), one panel per stack, one line per passing cell."""
+def figure(data: RunData) -> Any:
+    """The run's bandwidth figure (a matplotlib Figure), or None when no cell measured a busbw: busbw
+    against message size (log2 x, log y), one panel per stack (report row) with every variant that
+    measured one, a y axis shared by all panels, host and run id in the title, measured points marked,
+    and the spread over trials (busbw_min to busbw_max) as a band with error bars where recorded."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
-    rows: dict[str, list[tuple[str, list[BandwidthRow]]]] = {}
+    panels: dict[tuple[str, ...], list[tuple[str, list[BandwidthRow]]]] = {}
+    gloo: set[tuple[str, ...]] = set()
     for cell_id, record in sorted(data.records.items()):
-        bw = [r for r in record.bandwidth_rows if r.busbw_gbs]
-        if record.status == "pass" and bw:
-            key = " · ".join(record.row_key)
-            rows.setdefault(key, []).append((record.cell.variant or cell_id, bw))
-    if not rows:
-        return False
-    fig, axes = plt.subplots(len(rows), 1, figsize=(8, 3.2 * len(rows)), squeeze=False)
-    for ax, (title, lines) in zip(axes[:, 0], rows.items()):
-        for label, bw in lines:
-            ax.plot([r.bytes for r in bw], [r.busbw_gbs for r in bw], marker="o", label=label)
+        rows = sorted((r for r in record.bandwidth_rows if r.busbw_gbs), key=lambda r: r.bytes)
+        if record.status in MEASURED and rows:
+            label = (record.cell.variant or cell_id) + ("" if record.status == "pass" else f" ({record.status})")
+            panels.setdefault(record.row_key, []).append((label, rows))
+            if record.cell.is_cpu:
+                gloo.add(record.row_key)
+    if not panels:
+        return None
+    count = len(panels)
+    cols = 1 if count == 1 else 2
+    nrows = -(-count // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.5 * cols, 3.6 * nrows + 0.6), sharey=True, squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[count:]:
+        fig.delaxes(ax)  # an odd panel count leaves one slot of the grid empty
+    for ax, (key, lines) in zip(flat, sorted(panels.items())):
+        for label, rows in lines:
+            x = [r.bytes for r in rows]
+            y = [r.busbw_gbs for r in rows]
+            (line,) = ax.plot(x, y, marker="o", markersize=4, label=label)
+            spread = [r.spread for r in rows]
+            if any(spread):
+                low = [s[0] if s else r.busbw_gbs for s, r in zip(spread, rows)]
+                high = [s[1] if s else r.busbw_gbs for s, r in zip(spread, rows)]
+                ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+                ax.errorbar(x, y, yerr=[[m - lo for m, lo in zip(y, low)], [hi - m for m, hi in zip(y, high)]],
+                            fmt="none", ecolor=line.get_color(), capsize=2, linewidth=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
+        ax.set_yscale("log")
+        sizes = sorted({r.bytes for _, rows in lines for r in rows})
+        ax.set_xticks(sizes, [report.size_label(b) for b in sizes], fontsize=7)
+        ax.xaxis.set_minor_locator(NullLocator())  # the measured sizes only
+        ax.set_xlabel("message size")
         ax.set_ylabel("busbw (GB/s)")
-        ax.set_title(title, fontsize=9)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        cuda, nccl, torch, accelerate, launcher = (list(key) + ["?"] * 5)[:5]
+        title = f"CUDA {cuda} · NCCL {nccl} · torch {torch} · Accelerate {accelerate} · {launcher}"
+        if key in gloo:
+            title += "\n(gloo: NCCL variants have no effect)"
+        ax.set_title(title, fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"all-reduce busbw on {data.facts.hostname or 'unknown host'}, run {data.run_id} "
+                 "(median over trials; band: min-max)", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot(data: RunData, path: Path) -> bool:
+    """Write the run's bandwidth figure to `path` (PNG); False when no cell measured a busbw."""
+    fig = figure(data)
+    if fig is None:
+        return False
+    import matplotlib.pyplot as plt
+
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
-                       RawAttempt, RecordError, Stall, _at, _field, _map, _object, _str, _strs)
+                       RawAttempt, RecordError, Stall, _at, _field, _map, _object, _str, _strs, ranges_apart)
 from .kinds import (BUILD_STATUSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED,
                     NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES,
                     BuildStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
@@ -334,14 +334,18 @@ class CellRecord:
             found[name] = (value, "harness")
         return dict(sorted(found.items()))
 
-    def busbw_at(self, size: int | None) -> tuple[int, float] | None:
-        """(bytes, busbw GB/s) at `size`, else at the largest size measured; None without a busbw."""
+    def bandwidth_at(self, size: int | None) -> BandwidthRow | None:
+        """The bandwidth row at `size`, else at the largest size measured; None without a busbw."""
         rows = [r for r in self.bandwidth_rows if r.busbw_gbs]
         if not rows:
             return None
         exact = [r for r in rows if r.bytes == size]
-        row = exact[0] if exact else max(rows, key=lambda r: r.bytes)
-        return row.bytes, row.busbw_gbs
+        return exact[0] if exact else max(rows, key=lambda r: r.bytes)
+
+    def busbw_at(self, size: int | None) -> tuple[int, float] | None:
+        """(bytes, median busbw GB/s) at `size`, else at the largest size measured; None without a busbw."""
+        row = self.bandwidth_at(size)
+        return (row.bytes, row.busbw_gbs) if row else None
 
 
 def not_applicable(cell: Cell) -> CellRecord:
@@ -408,5 +412,5 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
-           "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
+           "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
            "not_applicable", "build_error", "RunFacts"]

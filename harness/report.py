@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import hints
-from .record import MEASURED, STATUSES, CellFields, CellRecord, RunFacts, Status
+from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, RunFacts, Status
 from .results import RunData
 
 SYMBOLS: dict[Status | str, str] = {  # every status, and "missing" for a record that cannot be read
@@ -39,6 +39,23 @@ def size_label(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def gbs(value: float, digits: int | None = None) -> str:
+    """A bandwidth in GB/s: one decimal from 10 GB/s, two below (gloo on a CPU moves under 1 GB/s)."""
+    return f"{value:.{digits if digits is not None else (1 if value >= 10 else 2)}f}"
+
+
+def busbw_text(row: BandwidthRow, digits: int | None = None) -> str:
+    """The median busbw with its [min-max] over trials when known: `340.9 [340.1-341.3]`."""
+    spread = row.spread
+    text = gbs(row.busbw_gbs, digits)
+    return f"{text} [{gbs(spread[0], digits)}-{gbs(spread[1], digits)}]" if spread else text
+
+
+def pct(change: float) -> str:
+    """A signed relative change: +0.3% under 10%, +20% from there."""
+    return f"{change:+.1%}" if abs(change) < 0.095 else f"{change:+.0%}"
+
+
 @dataclass(frozen=True)
 class Note:
     number: int
@@ -61,9 +78,9 @@ def _cell_text(record: CellRecord | None, problem: str | None, ref: int | None, 
     status = record.status or "missing"
     text = SYMBOLS.get(status, status)
     if status in MEASURED:
-        bw = record.busbw_at(ref)
-        if bw:
-            text += f" {bw[1]:.1f} GB/s"
+        row = record.bandwidth_at(ref)
+        if row:
+            text += f" {busbw_text(row)} GB/s"
         if record.transports:
             text += f" via {'+'.join(record.transports)}"
     elif status == "hang":
@@ -84,13 +101,57 @@ def reference_size(data: RunData) -> int | None:
     return max(common) if common else None
 
 
-def _recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
+# A variant is recommended over `default` only when it beats it by more than this (relative busbw at the
+# reference size) AND beyond the noise both cells measured (their trial ranges apart). On 2x H200 the
+# old rule turned p2p-nvl's 341.4 GB/s over default's 340.5 (+0.3%, inside run-to-run noise) into advice
+# to set a variable; a gain worth a variable in every launch script is a few percent at least.
+MIN_GAIN = 0.05
+GLOO_NOTE = "gloo: NCCL variants have no effect"
+
+
+def _variables(record: CellRecord) -> str:
+    return " ".join(f"{k}={v}" for k, v in record.env.items()) or "no variables"
+
+
+def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
+    """One recommendation per row (variant -> record of one stack and launcher): `default` unless another
+    passing variant beats it by more than MIN_GAIN and beyond noise; ties and small gains say so. A
+    default that does not pass gives the best passing variant and the variables to set. gloo rows get
+    none: gloo ignores every NCCL variable, so their variants measure one thing."""
     passing = {v: r for v, r in cells.items() if r.status == "pass"}
     if not passing:
         return "no variant passes"
-    speeds = {v: (r.busbw_at(ref) or (0, 0.0))[1] for v, r in passing.items()}
-    best = max(speeds, key=lambda v: speeds[v])
-    return f"{best} ({speeds[best]:.1f} GB/s)" if speeds[best] else f"{best} (passes; no bus bandwidth with one rank)"
+    default = cells.get("default")
+    if any(r.cell.is_cpu for r in cells.values()):
+        return GLOO_NOTE + ("" if default is None or default.status == "pass" else f" (default: {default.status or 'missing'})")
+    if "default" not in passing:
+        best = max(passing, key=lambda v: (passing[v].bandwidth_at(ref) or BandwidthRow(0)).busbw_gbs)
+        if default is None:  # nothing to beat: name the variant and its variables, advise nothing
+            return f"{best} ({_variables(passing[best])}; default not run)"
+        return f"{best}: set {_variables(passing[best])} (default: {default.status or 'missing'})"
+    base = default.bandwidth_at(ref)
+    if base is None:
+        return "default"  # passes; one rank moves no data, so there is nothing to compare
+    winners: list[tuple[float, str, bool | None]] = []
+    others: list[str] = []  # variants within noise, or faster by less than MIN_GAIN
+    for variant, record in passing.items():
+        row = record.bandwidth_at(ref)
+        if variant == "default" or row is None or row.bytes != base.bytes:
+            continue
+        gain = (row.busbw_gbs - base.busbw_gbs) / base.busbw_gbs
+        apart = row.apart_from(base)  # None: a spread is unknown (older record, one trial): the gain alone decides
+        if apart is False:
+            others.append(f"{variant} within noise ({pct(gain)})")
+        elif gain > MIN_GAIN:
+            winners.append((gain, variant, apart))
+        elif gain > 0:
+            others.append(f"{variant} {pct(gain)}, under the {MIN_GAIN:.0%} minimum gain"
+                        + ("" if apart else " (spread unknown)"))
+    if winners:
+        gain, variant, apart = max(winners)
+        how = "ranges apart" if apart else "spread unknown"
+        return f"{variant}: set {_variables(passing[variant])} ({pct(gain)} over default, {how})"
+    return "; ".join(["default", *others])
 
 
 def rerun_command(record: CellRecord, run: RunFacts) -> str:
@@ -158,15 +219,21 @@ def render(data: RunData) -> str:
     lines += ["", "## Compatibility", ""]
     legend = " · ".join(v for k, v in SYMBOLS.items() if k != "missing")
     ref_text = f"bus bandwidth at {size_label(ref)}" if ref else "bus bandwidth at the largest size measured"
-    lines += [f"Each cell: outcome, {ref_text} and NCCL's transport for passes, the phase for hangs, the "
-              f"error class for failures; notes below. Legend: {legend}.", ""]
+    gloo = any(r.cell.is_cpu for r in data.records.values())
+    lines += [f"Each cell: outcome, {ref_text} (median over trials, [min-max] where the trials are recorded) "
+              f"and NCCL's transport for passes, the phase for hangs, the error class for failures; notes below. "
+              f"Recommendation: `default` unless a variant beats it by more than {MIN_GAIN:.0%} and beyond "
+              f"noise (trial ranges apart). Legend: {legend}."
+              + (" On gloo (CPU) rows the NCCL variants have no effect: gloo ignores every NCCL variable, so "
+                 "their cells are repeated measurements of one thing and no recommendation is made from them."
+                 if gloo else ""), ""]
     head = ["CUDA", "NCCL", "torch", "Accelerate", "launcher"] + variants + ["recommendation"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for key in sorted(rows):
         cells = rows[key]
         texts = [_cell_text(cells.get(v), missing.get((key, v)), ref, notes) if v in cells or (key, v) in missing else ""
                  for v in variants]
-        lines.append("| " + " | ".join(esc(x) for x in list(key) + texts + [_recommend(cells, ref)]) + " |")
+        lines.append("| " + " | ".join(esc(x) for x in list(key) + texts + [recommend(cells, ref)]) + " |")
     if data.problems:
         lines += ["", "Unreadable records: " + "; ".join(f"`{k}`: {v}" for k, v in data.problems.items()) + "."]
     if notes.by_text:
@@ -221,9 +288,34 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
         lines += [f"| {p} | {seconds:.2f} |" for p, seconds in timings.items()]
     rows = record.bandwidth_rows
     if rows:
-        lines += ["", "| size | time per op | algbw (GB/s) | busbw (GB/s) | first call |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {size_label(r.bytes)} | {r.time_s * 1e6:.1f} µs | {r.algbw_gbs:.2f} | {r.busbw_gbs:.2f} "
-                  f"| {r.first_call_s * 1e3:.2f} ms |" for r in rows]
+        lines += _bandwidth_table(rows)
     if record.attempts:
         lines += ["", f"Rerun: `{rerun_command(record, run)}`"]
     return lines + [""]
+
+
+_TIMINGS = {"cuda-graph": "the timed all-reduces captured in one CUDA graph and replayed (no launch cost)",
+            "eager": "back-to-back eager all-reduces and one synchronise (nccl-tests' default)"}
+
+
+def _bandwidth_table(rows: tuple[BandwidthRow, ...]) -> list[str]:
+    """The per-cell table, with nccl-tests' columns: size, time, algbw, busbw (median [min-max]), #wrong,
+    torch's eager per-call latency, the first call. Unknown values (older records) read `–`."""
+    def known(value: float | int | None, fmt: str) -> str:
+        return "–" if value is None else format(value, fmt)
+
+    lines = [""]
+    trials = sorted({r.trials for r in rows if r.trials})
+    iters = sorted({r.iters for r in rows if r.iters})
+    timings = sorted({r.timing for r in rows if r.timing})
+    if trials or timings:
+        what = "one trial" if trials in ([], [1]) else f"median of {'/'.join(map(str, trials))} trials"
+        what += f" of {'/'.join(map(str, iters))} all-reduces" if iters else ""
+        timed = "; ".join(_TIMINGS.get(t, t) for t in timings)
+        lines += [f"Bandwidth: {what}, [min-max] over the trials" + (f"; time per op from {timed}" if timed else "")
+                  + "; eager per call: torch's own latency per all-reduce (what DDP pays per call).", ""]
+    lines += ["| size | time (µs) | algbw (GB/s) | busbw (GB/s) | #wrong | eager per call (µs) | first call (ms) |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {size_label(r.bytes)} | {r.time_s * 1e6:.1f} | {r.algbw_gbs:.2f} | {busbw_text(r, 2)} "
+              f"| {known(r.wrong, 'd')} | {known(r.eager_us, '.1f')} | {r.first_call_s * 1e3:.2f} |" for r in rows]
+    return lines

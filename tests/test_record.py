@@ -169,6 +169,30 @@ def test_busbw_at_a_size_else_the_largest():
     assert rec.busbw_at(1024) == (1024, 1.0) and rec.busbw_at(2048) == (4096, 3.0) and rec.busbw_at(None) == (4096, 3.0)
 
 
+def test_bandwidth_rows_with_trials_and_without():
+    new = {"bytes": 1 << 30, "dtype": "float32", "iters": 20, "time_s": 0.00315, "algbw_gbs": 340.9, "busbw_gbs": 340.9,
+           "busbw_trials": [340.1, 340.9, 341.3], "busbw_min": 340.1, "busbw_max": 341.3, "eager_us": 3170.5,
+           "timing": "cuda-graph", "wrong": 0, "first_call_s": 0.35}
+    old = {"bytes": 1 << 30, "time_s": 0.00315, "algbw_gbs": 340.9, "busbw_gbs": 340.9, "first_call_s": 0.35}
+    data = copy.deepcopy(H200)
+    data["attempts"][0]["raw"]["phases"]["bandwidth"]["rows"] = [new, old, new | {"busbw_trials": [340.9], "busbw_min": 340.9,
+                                                                                   "busbw_max": 340.9},
+                                                                 new | {"busbw_trials": "many", "busbw_min": None, "wrong": "0"}]
+    rec = CellRecord.from_json(data)
+    with_trials, without, one, garbage = rec.bandwidth_rows
+    assert (with_trials.trials, with_trials.spread, with_trials.eager_us, with_trials.timing, with_trials.wrong,
+            with_trials.iters) == (3, (340.1, 341.3), 3170.5, "cuda-graph", 0, 20)
+    assert with_trials.busbw_gbs == 340.9 and round(with_trials.relative_spread, 5) == round(1.2 / 340.9, 5)
+    assert (without.trials, without.spread, without.relative_spread, without.eager_us, without.timing, without.wrong) == (
+        0, None, None, None, None, None)  # an older record: spread unknown, never zero
+    assert one.spread is None and one.relative_spread is None  # one trial says nothing about noise
+    assert garbage.busbw_trials == () and garbage.wrong is None and garbage.spread is None
+    assert with_trials.apart_from(without) is None and record.ranges_apart((1.0, 2.0), (2.5, 3.0)) is True
+    assert record.ranges_apart((1.0, 2.0), (1.5, 3.0)) is False
+    assert rec.bandwidth_at(1 << 30) == with_trials and rec.busbw_at(1 << 30) == (1 << 30, 340.9)
+    assert CellRecord.from_json(rec.to_json()) == rec  # the rows are kept as recorded
+
+
 def test_nccl_label_as_loaded_else_as_asked():
     pinned = CellFields(cuda="12.4.1", nccl="2.21.5", nccl_via="pip")
     assert pinned.nccl_label() == "2.21.5 (pip)" and pinned.nccl_label("2.21.5") == "2.21.5 (pip)"
