@@ -280,7 +280,8 @@ def test_sigusr1_dumps_all_thread_stacks(tmp_path: Path) -> None:
         os.kill(pid, signal.SIGUSR1)
         stacks = out / "stacks-rank0.txt"
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "File" not in stacks.read_text():
+        # the dump is written thread by thread: wait for the main thread's frames, not just the first line
+        while time.monotonic() < deadline and "bandwidth.py" not in stacks.read_text():
             time.sleep(0.1)
         text = stacks.read_text()
         assert "bandwidth.py" in text  # the main thread, inside the sweep

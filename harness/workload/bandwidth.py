@@ -166,7 +166,8 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     return loop
 
 
-def _measure_size(state: Any, nbytes: int, iters: int, warmup: int, trials: int) -> Dict[str, Any]:
+def _measure_size(state: Any, nbytes: int, iters: int, warmup: int, trials: int,
+                  progress: Callable[[int], None]) -> Dict[str, Any]:
     import torch
     import torch.distributed as dist
 
@@ -185,13 +186,19 @@ def _measure_size(state: Any, nbytes: int, iters: int, warmup: int, trials: int)
     for _ in range(warmup):
         dist.all_reduce(buf)
     synchronize(state)
-    eager = [_eager_loop(state, buf, iters) for _ in range(trials)]
+    eager = []
+    for _ in range(trials):  # every trial is progress: a large size on gloo takes minutes in all
+        eager.append(_eager_loop(state, buf, iters))
+        progress(nbytes)
     timing, timed = "eager", None
     if state.device == "cuda":
         timing, timed = "nccl", _nccl_loop(state, buf, iters)
         if timed is None:
             timing, timed = "cuda-graph", _graph(state, buf, iters)
-    device_timed = [timed() for _ in range(trials)] if timed is not None else []
+    device_timed = []
+    for _ in range(trials if timed is not None else 0):
+        device_timed.append(timed())
+        progress(nbytes)
 
     # every timing is the max over ranks: the slowest rank decides, as in nccl-tests
     times = torch.tensor(eager + device_timed + [first_call], dtype=torch.float64, device=state.torch_device)
@@ -211,10 +218,10 @@ def _measure_size(state: Any, nbytes: int, iters: int, warmup: int, trials: int)
 
 def run_bandwidth(state: Any, sizes: List[int], iters: int, warmup: int, trials: int = 1,
                   progress: Optional[Callable[[int], None]] = None) -> Dict[str, Any]:
-    """Sweep ``sizes`` (bytes); ``progress(nbytes)`` is called as each size starts."""
+    """Sweep ``sizes`` (bytes); ``progress(nbytes)`` is called as each size starts and after each trial."""
     rows = []
+    say = progress or (lambda nbytes: None)
     for nbytes in sizes:
-        if progress is not None:
-            progress(nbytes)
-        rows.append(_measure_size(state, nbytes, iters, warmup, trials))
+        say(nbytes)
+        rows.append(_measure_size(state, nbytes, iters, warmup, trials, say))
     return {"rows": rows, "world": state.world, "bus_factor": bus_factor(state.world), "trials": trials}
