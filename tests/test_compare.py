@@ -115,16 +115,28 @@ CPU_A = [0.73, 0.80, 0.85, 0.91, 0.78, 0.82, 0.88, 0.75]
 
 
 def test_cpu_drift_between_two_plain_runs_is_not_a_regression():
-    """Two plain runs of the same images on a shared 2-core machine: cell by cell from -63% to +48%."""
-    drift = [0.37, 1.48, 1.0, 0.9, 1.12, 0.75, 0.95, 1.3]
+    """Two plain runs of the same images on a shared 2-core machine. With one measurement per size the
+    cells moved from -63% to +48% (issue 12); measured in five trials, two runs of the CPU matrix in
+    containers moved each cell by a few percent (tests/test_matrix_run.py measures it for real). A cell
+    that moves by less than the gloo floor, or whose trials overlap the base run's pooled range, is noise."""
+    drift = [0.8, 1.2, 1.0, 0.9, 1.12, 0.75, 0.95, 1.15]
     a, b = _cpu_run("A", CPU_A), _cpu_run("B", [x * f for x, f in zip(CPU_A, drift)])
     d = compare.diff(a, b)
     assert not d.regressed and d.regressions == [] and d.improvements == []
-    assert any("-63% at 16 MiB" in line and "ranges overlap" in line and "pooled over the 8 gloo cells" in line
+    assert any("-25% at 16 MiB" in line and f"under the {GLOO_MIN_CHANGE:.0%} floor for gloo cells" in line
                for line in d.within_noise)
-    assert any("+48% at 16 MiB" in line for line in d.within_noise)
-    assert any(f"under the {GLOO_MIN_CHANGE:.0%} floor for gloo cells" in line for line in d.within_noise)
+    assert any("+20% at 16 MiB" in line for line in d.within_noise)
     assert d.unchanged == 8
+
+
+def test_one_slowed_gloo_cell_is_a_regression_its_twins_are_not():
+    """One cell's container held to half a CPU (seen: -71%, 0.24-0.32 against 0.86-1.05 GB/s): its trials
+    lie outside the base run's pooled range; the unaffected cells of the same run do not mask it."""
+    slowed = [x * (0.3 if i == 0 else 1.0) for i, x in enumerate(CPU_A)]
+    d = compare.diff(_cpu_run("A", CPU_A), _cpu_run("B", slowed))
+    assert d.regressed and len(d.regressions) == 1
+    assert "cpu-torch2.13.0-acc1.15.0+default`" in d.regressions[0] and "-70% at 16 MiB" in d.regressions[0]
+    assert "pooled over its 8 gloo cells" in d.regressions[0] and "ranges apart" in d.regressions[0]
 
 
 def test_a_cpu_halving_is_a_regression():

@@ -4,6 +4,7 @@ that leaves nothing running, and a GPU cell on an engine without GPUs reported a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,40 @@ def test_a_variable_from_the_host_is_inherited_not_the_launchers_change(tmp_path
     assert origins["NCCL_DEBUG"] == ("INFO", "harness")
     assert "NCCL_NVLS_ENABLE" not in result.launcher_changes
     assert any(origin == "launcher" for _, origin in origins.values())  # Accelerate's own ACCELERATE_* variables
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_compare_in_containers_is_quiet_on_noise_and_names_a_real_slowdown(engine, cpu_image, tmp_path):
+    """The CPU matrix's cells run twice in containers compare equal (exit 0); the second run with one
+    cell's container held to half a CPU for its bandwidth sweep (docker update --cpus 0.5, a real slowdown
+    from outside, on a cell whose two ranks use two) is a regression naming that cell (exit 1)."""
+    for run_id in ("A", "B"):
+        proc = _invoke("--matrix", "matrix-cpu.yaml", "--only", CPU_STACK, "--exclude", "launcher=torchrun",
+                       "--wheelhouse", str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", run_id)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def compare(base: str, new: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", "compare", base, new, "--results", str(tmp_path)],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    same = compare("A", "B")
+    assert same.returncode == 0, same.stdout
+
+    shutil.copytree(tmp_path / "B", tmp_path / "C")
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    slowed = next(c for c in m.runnable if c.id == "cpu-torch2.13.0-acc1.15.0+p2p-off")
+    handle = []
+
+    def at_bandwidth(rank: int, event: dict) -> None:  # slow the sweep only, not the whole cell
+        if rank == 0 and event.get("event") == "phase_start" and event.get("phase") == "bandwidth":
+            handle[0].limit_cpus(0.5)
+
+    result = runner.run_cell(engine, slowed, m, runner.RunOptions("C", tmp_path, (), m.ranks), cpu_image,
+                             on_event=at_bandwidth, on_start=handle.append)
+    assert result.outcome.status == "pass", result.outcome
+    slow = compare("A", "C")
+    assert slow.returncode == 1, slow.stdout
+    regressions = slow.stdout.split("## Regressions", 1)[1].split("##", 1)[0]
+    assert "cpu-torch2.13.0-acc1.15.0+p2p-off" in regressions and "busbw" in regressions
+    assert "cpu-torch2.13.0-acc1.15.0+default`" not in regressions

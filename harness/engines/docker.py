@@ -442,6 +442,11 @@ class DockerRunning:
         except docker.errors.APIError:
             return ""
 
+    def limit_cpus(self, cpus: float) -> None:
+        """Cap the running container's CPU time (docker update --cpus): a real slowdown, for tests and
+        benchmarks that must tell a real drop from noise."""
+        self.container.update(cpu_period=100_000, cpu_quota=int(cpus * 100_000))
+
     def kill(self) -> None:
         try:
             self.container.kill()
