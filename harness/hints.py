@@ -232,10 +232,11 @@ class Rule:
 
     hint: Hint
     when: tuple[tuple[str, Any], ...]
+    generic: bool = False  # shown only when no specific hint matched
 
     @classmethod
     def of(cls, spec: HintSpec) -> Rule:
-        return cls(spec.hint(), spec.when.pairs())
+        return cls(spec.hint(), spec.when.pairs(), spec.generic)
 
     def verdict(self, f: Facts) -> _Verdict:
         return _evaluate(self.when, f)
@@ -291,11 +292,12 @@ def check(path: str | Path | None = None) -> None:
 def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Match]:
     """The hints that match this cell record, certain or possible, in data-file order."""
     f = facts(record)
-    found = []
+    found: list[tuple[Rule, Match]] = []
     for rule in _default_rules() if rules is None else rules:
         verdict = rule.verdict(f)
         if verdict.value is True:
-            found.append(Match(rule.hint, True))
+            found.append((rule, Match(rule.hint, True)))
         elif verdict.value is None and verdict.evidence:
-            found.append(Match(rule.hint, False, verdict.unknown))
-    return found
+            found.append((rule, Match(rule.hint, False, verdict.unknown)))
+    specific = any(not rule.generic for rule, _ in found)
+    return [m for rule, m in found if not (rule.generic and specific)]

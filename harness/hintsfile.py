@@ -242,6 +242,10 @@ class HintSpec(_Strict):
     fix: _Text | None = None
     link: Annotated[_Text, AfterValidator(_https)]
     evidence: _EvidenceIds | None = None
+    # a hint about a wrapper (NCCL's "invalid usage", a rank that only lost its peer): shown only when no
+    # hint about a specific cause matched the same cell (seen on 2x H200: "invalid usage" wrapped
+    # "Bootstrap : no socket interface found", and its generic fix stood beside the socket one)
+    generic: bool = False
     when: Conditions
 
     def hint(self) -> Hint:

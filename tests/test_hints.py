@@ -578,3 +578,22 @@ def test_a_missing_site_file_is_bad_input(tmp_path, monkeypatch):
         hints.check()
     assert "nope.yaml: no such hints file (named by HARNESS_HINTS). Fix:" in str(info.value)
     assert info.value.code == 2
+
+
+def test_a_wrapper_hint_gives_way_to_the_specific_cause():
+    """Seen on 2x H200 (NCCL_SOCKET_IFNAME=nosuchif0): NCCL's "invalid usage" wrapped "Bootstrap : no
+    socket interface found"; only the socket hint names the fix. Alone, the wrapper hint still shows."""
+    from harness.record import CellRecord
+
+    def record(message: str) -> CellRecord:
+        return CellRecord.from_json({"cell": {"cuda": "13.0", "variant": "bad-ifname"}, "outcome": {
+            "status": "fail", "phase": "init", "error_class": "nccl", "reason": message.splitlines()[0]},
+            "attempts": [{"attempt": 1, "raw": {"ranks": {"0": {"phase": "init", "error": {
+                "phase": "init", "type": "DistBackendError", "message": message}}}}}]})
+
+    wrapped = ("NCCL error in: ProcessGroupNCCL.cpp:3690, invalid usage (run with NCCL_DEBUG=WARN for details), "
+               "NCCL version 2.28.9\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+               "Last error:\nBootstrap : no socket interface found")
+    assert [m.hint.id for m in hints.match(record(wrapped))] == ["nccl-no-socket-interface"]
+    alone = wrapped.rsplit("\n", 1)[0] + "\nsome reason no hint knows"
+    assert [m.hint.id for m in hints.match(record(alone))] == ["nccl-invalid-usage"]
