@@ -13,7 +13,7 @@ import pytest
 
 from harness import launch, matrix
 from harness.engines.base import CellSpec
-from harness.engines.docker import container_config
+from harness.engines.container import container_config
 
 from .conftest import REPO, WHEELHOUSE, interrupt_when
 

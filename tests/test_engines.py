@@ -13,7 +13,7 @@ import pytest
 
 from harness import launch, matrix
 from harness.engines.base import CellSpec
-from harness.engines.docker import CELL_ENV, container_config
+from harness.engines.container import CELL_ENV, container_config
 from harness.engines.host import HostEngine, host_env
 
 from .conftest import REPO

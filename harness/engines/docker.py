@@ -4,7 +4,6 @@ creates carries the harness label, so leftovers can always be found and removed.
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import time
 import uuid
@@ -15,13 +14,13 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import docker
 import docker.errors
-from docker.types import DeviceRequest, Ulimit
 
 from .. import launch as launch_mod
 from ..baseimage import LOCAL_BASES
 from ..errors import BuildFailed, InfraError
 from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check
+from .container import ContainerConfig, container_config
 
 if TYPE_CHECKING:
     from ..matrix import Cell, Matrix
@@ -31,83 +30,6 @@ LABEL = "io.nccl-harness"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LABEL_RUN = f"{LABEL}.run"
 LABEL_CELL = f"{LABEL}.cell"
-
-
-# Set in every cell container besides the variant's NCCL variables.
-CELL_ENV = (("HF_HOME", "/tmp/hf"), ("PYTHONUNBUFFERED", "1"))
-WORKDIR = "/opt/harness"
-
-
-@dataclass(frozen=True)
-class ContainerConfig:
-    """Every setting of a cell's container, declared once: start() hands it to the SDK, the dry run
-    prints it as a `docker run` line, and the doctor starts its probe container with it."""
-
-    image: str
-    command: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-write
-    # None: the host's IPC namespace, since NCCL's SHM transport needs more than Docker's 64 MB /dev/shm
-    shm_size: str | None = None
-    # NCCL >= 2.24 binds host memory to NUMA nodes (set_mempolicy/mbind): Docker allows it only with CAP_SYS_NICE.
-    cap_add: tuple[str, ...] = ("SYS_NICE",)
-    gpus: tuple[str, ...] = ()
-    gpu_capabilities: tuple[str, ...] = ("gpu",)
-    workdir: str = WORKDIR
-
-    @property
-    def memlock_unlimited(self) -> bool:
-        """NCCL pins host memory (IB, GPUDirect, proxies); gloo on CPU cells does not need it."""
-        return bool(self.gpus)
-
-    def sdk_kwargs(self) -> dict:
-        """Keyword arguments of the SDK's containers.create (besides image, command, name, labels)."""
-        kwargs: dict = {
-            "environment": dict(self.env),
-            "volumes": {host: {"bind": inside, "mode": "rw"} for host, inside in self.mounts},
-            "cap_add": list(self.cap_add),
-            "working_dir": self.workdir,
-        }
-        if self.shm_size:
-            kwargs["shm_size"] = self.shm_size
-        else:
-            kwargs["ipc_mode"] = "host"
-        if self.gpus:
-            kwargs["device_requests"] = [DeviceRequest(device_ids=list(self.gpus),
-                                                       capabilities=[list(self.gpu_capabilities)])]
-        if self.memlock_unlimited:
-            kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
-        return kwargs
-
-    def docker_run(self) -> str:
-        """The same container as a `docker run` line (minus name and labels), for people to paste."""
-        argv = ["docker", "run", "--rm"]
-        argv += [f"--shm-size={self.shm_size}"] if self.shm_size else ["--ipc=host"]
-        for cap in self.cap_add:
-            argv += ["--cap-add", cap]
-        argv += ["-w", self.workdir]
-        for host, inside in self.mounts:
-            argv += ["-v", f"{host}:{inside}"]
-        if self.gpus:
-            # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
-            argv += ["--gpus", f'"device={",".join(self.gpus)}"']
-        if self.memlock_unlimited:
-            argv += ["--ulimit", "memlock=-1:-1"]
-        for key, value in self.env:
-            argv += ["-e", f"{key}={value}"]
-        return shlex.join(argv + [self.image, *self.command])
-
-
-def container_config(spec: CellSpec) -> ContainerConfig:
-    """The container of one attempt of a cell: pure, so the dry run shows exactly what start() runs."""
-    return ContainerConfig(
-        image=spec.image,
-        command=tuple(spec.launch.argv),
-        env=tuple(spec.launch.env) + CELL_ENV,
-        mounts=((str(spec.out_dir.resolve()), launch_mod.CONTAINER_OUT),),
-        shm_size=spec.shm_size,
-        gpus=spec.gpus,
-    )
 
 
 @dataclass(frozen=True)
