@@ -201,7 +201,7 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
             d.unchanged += 1
     driver_a, driver_b = base.facts.driver, new.facts.driver
     if driver_a != driver_b:
-        d.fingerprint.insert(0, f"host driver: {driver_a} → {driver_b}")
+        d.fingerprint.insert(0, f"host driver: {driver_a or 'none'} → {driver_b or 'none'}")
     return d
 
 
@@ -211,7 +211,7 @@ def _fingerprint_changes(old: CellRecord, cur: CellRecord) -> str:
     for name, get in FINGERPRINT_FACTS:
         x, y = get(fa) if fa else None, get(fb) if fb else None
         if x != y and (x or y):
-            parts.append(f"{name} {x} → {y}")
+            parts.append(f"{name} {x or 'not recorded'} → {y or 'not recorded'}")
     if not parts and old.nccl_label != cur.nccl_label:
         parts.append(f"NCCL {old.nccl_label} → {cur.nccl_label}")
     return "; ".join(parts)

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 from . import engines, hostinfo
 from .engines.base import Check
-from .errors import EXIT_INFRA, EXIT_OK, HarnessError, InfraError
+from .errors import EXIT_INFRA, EXIT_OK, InfraError
 from .progress import Progress
 from .selection import check_gpus, gpus_visible
 
 
 def checks(gpus_flag: str | None = None, engine_choice: str | None = None) -> list[Check]:
-    found: list[Check] = []
-    try:
-        gpus = check_gpus(gpus_flag)
-        found.append(Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for"))
-    except HarnessError as exc:
-        gpus = ()
-        found.append(Check("GPU ids", False, str(exc)))
+    # a bad --gpus is bad input, as it is for `invoke matrix` (exit 2 with the same message), not a check
+    gpus = check_gpus(gpus_flag)
+    found = [Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for")]
     driver = hostinfo.driver_version()
     found.append(Check("NVIDIA driver", bool(driver) or not gpus_visible(), driver or "none (CPU cells only)",
                        "install the NVIDIA driver", blocking=bool(gpus)))

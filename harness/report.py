@@ -220,8 +220,10 @@ def render(data: RunData) -> str:
     legend = " · ".join(v for k, v in SYMBOLS.items() if k != "missing")
     ref_text = f"bus bandwidth at {size_label(ref)}" if ref else "bus bandwidth at the largest size measured"
     gloo = any(r.cell.is_cpu for r in data.records.values())
-    lines += [f"Each cell: outcome, {ref_text} (median over trials, [min-max] where the trials are recorded) "
-              f"and NCCL's transport for passes, the phase for hangs, the error class for failures; notes below. "
+    nccl = any(not r.cell.is_cpu for r in data.records.values())
+    transport = " and NCCL's transport" if nccl else ""  # gloo has none to show
+    lines += [f"Each cell: outcome, {ref_text} (median over trials, [min-max] where the trials are recorded)"
+              f"{transport} for passes, the phase for hangs, the error class for failures; notes below. "
               f"Recommendation: `default` unless a variant beats it by more than {MIN_GAIN:.0%} and beyond "
               f"noise (trial ranges apart). Legend: {legend}."
               + (" On gloo (CPU) rows the NCCL variants have no effect: gloo ignores every NCCL variable, so "
@@ -276,8 +278,9 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
              ("NCCL compiled / loaded", f"{fp.nccl_compiled or '?'} / {fp.nccl_loaded or '?'}"
               if fp and not record.cell.is_cpu else None),
              ("torch / Accelerate", f"{fp.torch} / {fp.accelerate}" if fp else None),
-             ("launcher changed", ", ".join(f"{k}: {c.expected} → {c.actual}" for k, c in record.launcher_changes.items())
-              or "nothing" if fp else None),
+             ("NCCL variables the launcher changed", ", ".join(f"{k}: {c.expected or 'unset'} → {c.actual or 'unset'}"
+                                                            for k, c in record.launcher_changes.items())
+              or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
              ("attempts", str(record.attempt_count)),
              ("image", record.image_tag)]

@@ -17,6 +17,8 @@ from .errors import HarnessError
 from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -51,6 +53,7 @@ def write_json(path: Path, data: Any) -> None:
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are as readable as any file written here
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -51,15 +51,14 @@ def check_gpus(requested: str | None) -> tuple[str, ...]:
     """'all' or '0,1' -> device ids; bad input names the flag."""
     if requested in (None, ""):
         return ()
-    if requested == "all":
-        present = present_gpus()
-        if not present:
-            raise HarnessError("--gpus all: no NVIDIA GPU on this host. Fix: drop --gpus to run the CPU cells.")
-        return tuple(present)
     ids = tuple(part.strip() for part in requested.split(","))
-    if not all(i.isdigit() for i in ids) or len(set(ids)) != len(ids):
+    if requested != "all" and (not all(i.isdigit() for i in ids) or len(set(ids)) != len(ids)):
         raise HarnessError(f"--gpus {requested}: expected `all` or distinct GPU indexes like 0,1. Fix: e.g. --gpus 0,1.")
     present = set(present_gpus())
+    if not present:  # the same advice for `all` and for ids, and it works when followed
+        raise HarnessError(f"--gpus {requested}: no NVIDIA GPU on this host. Fix: drop --gpus to run the CPU cells.")
+    if requested == "all":
+        return tuple(sorted(present, key=int))
     missing = [i for i in ids if i not in present]
     if missing:
         have = ",".join(sorted(present, key=int)) or "none"

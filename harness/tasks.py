@@ -5,9 +5,15 @@ no logic here."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from invoke import Exit, task
+import invoke
+from invoke import Exit
+
+# Long flags only: invoke's automatic short flags gave `-j` to --json while --jobs got `-b`, and a
+# stray `--` to --run-id; a short flag that does not match its long name is a trap.
+task = partial(invoke.task, auto_shortflags=False)
 
 from . import commands, images
 from .cli import guarded

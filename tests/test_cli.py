@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import launch, matrix
+from harness import launch, matrix, selection
 from harness.engines.base import CellSpec
 from harness.engines.container import container_config
 
@@ -26,7 +26,7 @@ def _invoke(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--gpus", "7"], ["--gpus 7", "does not exist"]),
+        (["--gpus", "7"], ["--gpus 7", "does not exist" if selection.present_gpus() else "no NVIDIA GPU on this host"]),
         (["--gpus", "0,0"], ["--gpus 0,0", "distinct"]),
         (["--only", "bogus=1"], ["--only 'bogus=1'", "not a cell key"]),
         (["--matrix", "nope.yaml"], ["nope.yaml: no such matrix file"]),
@@ -238,3 +238,19 @@ def test_interrupted_run_keeps_its_results_and_resumes(tmp_path):
     statuses = {p.parent.name: json.loads(p.read_text())["outcome"]["status"] for p in cells.glob("*/record.json")}
     assert len(statuses) == 4 and set(statuses.values()) == {"pass"}
     assert (cells / first / "record.json").stat().st_mtime == kept
+
+
+@pytest.mark.parametrize("present, flag, words", [
+    ([], "0,1", "no NVIDIA GPU on this host. Fix: drop --gpus"),
+    ([], "all", "no NVIDIA GPU on this host. Fix: drop --gpus"),
+    (["0", "1"], "7", "GPU 7 does not exist here (present: 0,1). Fix: pick from the present ones"),
+])
+def test_gpu_advice_is_one_check_and_works_when_followed(monkeypatch, present, flag, words):
+    """On a host without GPUs, `--gpus 0,1` used to advise "pick from the present ones, or all", and
+    `--gpus all` then failed with another message; doctor and matrix now share one check and its advice."""
+    from harness.errors import HarnessError
+
+    monkeypatch.setattr(selection, "present_gpus", lambda: present)
+    with pytest.raises(HarnessError) as exc:
+        selection.check_gpus(flag)
+    assert words in str(exc.value) and exc.value.code == 2

@@ -255,7 +255,8 @@ class DockerEngine:
         checks = [
             Check("Docker engine", True, f"{version.get('Version')} (API {version.get('ApiVersion')})"),
             Check("NVIDIA runtime", has_nvidia or not gpus,
-                  ", ".join(runtimes) + ("" if has_nvidia else " (no nvidia: GPU cells cannot run in containers)"),
+                  ", ".join(runtimes) + ("" if has_nvidia else " (no nvidia: GPU cells cannot run in containers"
+                                         + ("" if gpus else "; not needed for CPU cells") + ")"),
                   "install the NVIDIA Container Toolkit and run nvidia-ctk runtime configure --runtime=docker",
                   blocking=bool(gpus)),
             self.disk_check(info),
@@ -295,7 +296,8 @@ class DockerEngine:
             checks.append(Check("/dev/shm in a container", shm >= 1 << 30, f"{shm / (1 << 30):.1f} GiB (ipc=host)",
                                 "give the host a larger /dev/shm (NCCL's SHM transport needs it)", blocking=False))
             memlock = lines[1].strip()
-            checks.append(Check("memlock in a container", memlock == "unlimited" or not gpus, memlock,
+            shown = memlock if memlock == "unlimited" else f"{memlock} KiB"  # what `ulimit -l` counts in
+            checks.append(Check("memlock in a container", memlock == "unlimited" or not gpus, shown,
                                 "raise dockerd's LimitMEMLOCK to infinity", blocking=bool(gpus)))
         except (IndexError, ValueError):
             checks.append(Check("test container", result.exit_code == 0, result.output.strip()[-300:]))
