@@ -221,6 +221,44 @@ def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
     return render(stack, options, wheels)
 
 
+# Why a build that fetches packages failed, from the lines pip and apt print (the last line, "No
+# matching distribution found for torch==2.13.0", reads as "that version does not exist" when the
+# cause was a name that did not resolve): (what happened, pattern, fix), first match in the log wins.
+BUILD_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("the package index's name did not resolve (DNS)",
+     re.compile(r"Name or service not known|Temporary failure in name resolution|Could not resolve host|"
+                r"nodename nor servname|getaddrinfo failed", re.I),
+     "build offline from a wheel store (--wheelhouse DIR, filled on a host that reaches the index), or give "
+     "the build a resolver that knows the index"),
+    ("the proxy could not be reached or refused the connection",
+     re.compile(r"ProxyError|Cannot connect to proxy|Tunnel connection failed|407 Proxy Authentication", re.I),
+     "check HTTP_PROXY/HTTPS_PROXY/NO_PROXY (passed to builds as build arguments), or use --wheelhouse"),
+    ("TLS verification failed (a TLS-intercepting proxy?)",
+     re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLError|SSL: ", re.I),
+     "pass the proxy's CA bundle with --ca-bundle PEM"),
+    ("the package index answered with an HTTP error",
+     re.compile(r"HTTP error \d{3}|\b(?:403|404|429|500|502|503) (?:Client|Server) Error|status code (?:4|5)\d\d",
+                re.I),
+     "check the index URL (torch_index in matrix.yaml) and that the index serves this version"),
+    ("the index has no such version for this Python and platform",
+     re.compile(r"from versions: (?!none)|No matching distribution found", re.I),
+     "check the version against the index (pip index versions NAME), or the stack's python"),
+)
+
+
+def failure_reason(error: str, log: Path) -> str:
+    """The engine's error, with the cause line from the build log, where the log is, and the fix."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return error
+    for what, pattern, fix in BUILD_CAUSES:
+        line = next((l.strip() for l in lines if pattern.search(l)), None)
+        if line:
+            return f"{what}: {line[:240]} (log: {log}). Fix: {fix}."
+    return f"{error} (log: {log})"
+
+
 def plan(stacks: list[Stack], engine: DockerEngine, options: BuildOptions) -> Iterator[tuple[Stack, str, bool]]:
     """(stack, tag, cached) for each stack, as build_all would decide it; builds nothing."""
     with tempfile.TemporaryDirectory(prefix="harness-dry-") as tmp:
@@ -261,7 +299,8 @@ def build_all(
                                  on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
         except HarnessError as exc:  # BuildFailed, a wheelhouse that pip could not fill, a bad template
-            result = BuildResult(stack.id, tag, "build-error", str(exc), time.monotonic() - started, str(log))
+            result = BuildResult(stack.id, tag, "build-error", failure_reason(str(exc), log),
+                                 time.monotonic() - started, str(log))
         progress.say(f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
                      + (f" - {result.reason}" if result.reason else ""))
         return result

@@ -131,3 +131,18 @@ def test_real_cpu_stack_builds_from_a_wheelhouse_and_runs_python(engine, base_im
     code, again = _build(sel, results, "again", wheelhouse=WHEELHOUSE)
     assert again["images"]["cpu-torch2.13.0-acc1.15.0"]["status"] == "cached"
     assert again["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"] == image["tag"]
+
+
+@pytest.mark.slow
+def test_a_build_behind_an_unreachable_proxy_names_the_proxy_not_the_version(engine, base_image, tmp_path):
+    """A real fetch failure: the CPU stack built from the index through a proxy nobody listens on (the
+    build container's own loopback). pip ends with "No matching distribution found for torch==2.13.0";
+    the build-error names the proxy, the log and the fix."""
+    selection = commands.Selection(matrix.DEFAULT_CPU_MATRIX, only=("stack=cpu-torch2.13.0-acc1.15.0",))
+    proxy = (("HTTPS_PROXY", "http://127.0.0.1:9"), ("HTTP_PROXY", "http://127.0.0.1:9"))
+    code, record = _build(selection, tmp_path, "proxy", proxy=proxy)
+    assert code == 1
+    (image,) = record["images"].values()
+    assert image["status"] == "build-error"
+    assert image["reason"].startswith("the proxy could not be reached or refused the connection: "), image["reason"]
+    assert f"(log: {image['log']})" in image["reason"] and "Fix: check HTTP_PROXY/HTTPS_PROXY" in image["reason"]

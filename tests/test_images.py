@@ -153,3 +153,24 @@ def test_rendered_dockerfiles_match_their_golden_files(tmp_path):
     wheel.write_bytes(b"")
     offline = images.render(matrix.Stack(**CPU), images.BuildOptions(ca_bundle=pem), wheels=[wheel])
     assert_golden("cpu-wheelhouse.Dockerfile", offline.dockerfile)
+
+
+def test_a_build_error_names_its_cause_the_log_and_the_fix(tmp_path):
+    """pip's last line, "No matching distribution found for torch==2.13.0", reads as "no such version";
+    the cause is earlier in the log. Lines as pip prints them (urllib3's retry warnings)."""
+    log = tmp_path / "cpu.log"
+    log.write_text(
+        "Step 6/12 : RUN pip install torch==2.13.0 accelerate==1.15.0\n"
+        "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection "
+        "broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: Failed to "
+        "establish a new connection: [Errno -2] Name or service not known')': /simple/torch/\n"
+        "ERROR: Could not find a version that satisfies the requirement torch==2.13.0 (from versions: none)\n"
+        "ERROR: No matching distribution found for torch==2.13.0\n")
+    reason = images.failure_reason("The command '/bin/sh -c pip install ...' returned a non-zero code: 1", log)
+    assert reason.startswith("the package index's name did not resolve (DNS): WARNING: Retrying")
+    assert f"(log: {log})" in reason and "Fix: build offline from a wheel store (--wheelhouse DIR" in reason
+    log.write_text("ERROR: Could not find a version that satisfies the requirement torch==9.9 (from versions: 2.4.1, "
+                   "2.5.1)\nERROR: No matching distribution found for torch==9.9\n")
+    assert images.failure_reason("x", log).startswith("the index has no such version")
+    log.write_text("Step 3/9 : RUN false\n")
+    assert images.failure_reason("returned a non-zero code: 1", log) == f"returned a non-zero code: 1 (log: {log})"
