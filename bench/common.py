@@ -36,3 +36,37 @@ def median(values: list[float]) -> float:
 def verdict(ok: bool) -> int:
     print("TARGETS MET" if ok else "TARGET MISSED")
     return 0 if ok else 1
+
+
+def stop_rank(rank: int, phase: str, root: Path, signame: str = "STOP"):
+    """(on_event, on_start) for the supervisor: send `signame` to `rank` as it starts `phase`, once,
+    through the engine's own Running handle, then release that attempt's ranks (they hold at the start
+    of `phase` with the workload's test-only --hold-at, which needs HARNESS_TEST_FAULTS=1)."""
+    handle: list = []
+
+    def on_event(r: int, event: dict) -> None:
+        if handle and r == rank and event.get("event") == "phase_start" and event.get("phase") == phase:
+            handle.pop().signal(event["pid"], signame)
+            for pid_file in Path(root).rglob(f"pid-rank{rank}"):  # the attempt this rank writes into
+                if pid_file.read_text().strip() == str(event["pid"]):
+                    (pid_file.parent / "release").touch()
+
+    return on_event, handle.append
+
+
+def cell_matrix(path: Path, gpus: bool, variants: list[str], define: str = "", bandwidth: bool = False) -> Path:
+    """A matrix file of the default matrix's first runnable stack (GPU or CPU; the host engine runs its own
+    stack anyway) with `variants`; `define` is YAML for `define:`, `bandwidth` copies that matrix's sweep."""
+    from harness import matrix
+
+    source = matrix.load(matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX)
+    stack = source.runnable[0].stack
+    text = (f'version: 1\ndescription: written by {Path(sys.argv[0]).name}\nstacks:\n'
+            f'  matrix: {{cuda: ["{stack.cuda}"], torch: ["{stack.torch}"], accelerate: ["{stack.accelerate}"]}}\n'
+            f'variants: [{", ".join(variants)}]\n')
+    if bandwidth:
+        sizes = ", ".join(f'"{n}"' for n in source.bandwidth_sizes)
+        text += (f"bandwidth: {{sizes: [{sizes}], iters: {source.bandwidth_iters}, "
+                 f"warmup: {source.bandwidth_warmup}}}\n")
+    path.write_text(text + (f"define:\n{define}" if define else ""))
+    return path

@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import engines, images, matrix, outcome, runner, selection, supervise  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 
+from common import stop_rank  # noqa: E402
+
 PHASES = ("prepare", "step", "check", "bandwidth")
 TARGET_P95_S = 2.0
 
@@ -32,15 +34,8 @@ def one(engine, m: matrix.Matrix, cell: matrix.Cell, opts: runner.RunOptions, im
     extra = ("--hold-at", phase) if phase else ()
     ropts = runner.RunOptions(opts.run_id, opts.results, opts.gpus, opts.ranks, 0, extra, (("HARNESS_TEST_FAULTS", "1"),))
     spec = runner.spec_for(cell, m, engine, ropts, image, 1, out)
-    fired, handle = [], []
-
-    def fault(r: int, event: dict) -> None:
-        if phase and not fired and r == rank and event.get("event") == "phase_start" and event.get("phase") == phase:
-            fired.append(True)
-            handle[0].signal(event["pid"], "STOP")
-            (out / "release").touch()
-
-    record = supervise.supervise(engine, spec, m.timeouts, on_event=fault, on_start=handle.append)
+    fault, start = stop_rank(rank, phase, out) if phase else ((lambda r, e: None), (lambda running: None))
+    record = supervise.supervise(engine, spec, m.timeouts, on_event=fault, on_start=start)
     assert not record.leftovers, record.leftovers
     return outcome.classify(record.to_json()), record
 

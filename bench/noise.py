@@ -17,25 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from common import REPO, cell_matrix  # common puts the repo on sys.path
 
-from harness import matrix, report, results  # noqa: E402
-
-
-def _matrix(out: Path, gpus: str, variants: list[str]) -> Path:
-    source = matrix.load(matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX)
-    stack = source.runnable[0].stack
-    sizes = ", ".join(f'"{n}"' for n in source.bandwidth_sizes)
-    path = out / "noise.yaml"
-    path.write_text(f"""version: 1
-description: noise against a real change (bench/noise.py)
-stacks:
-  matrix: {{cuda: ["{stack.cuda}"], torch: ["{stack.torch}"], accelerate: ["{stack.accelerate}"]}}
-variants: [{", ".join(variants)}]
-bandwidth: {{sizes: [{sizes}], iters: {source.bandwidth_iters}, warmup: {source.bandwidth_warmup}}}
-""")
-    return path
+from harness import report, results  # noqa: E402
 
 
 def _run(name: str, mfile: Path, res: Path, gpus: str, env: dict[str, str], log: Path) -> int:
@@ -62,7 +46,7 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     res, log = args.out / "results", args.out / "runs.log"
-    mfile = _matrix(args.out, args.gpus, args.variants.split(","))
+    mfile = cell_matrix(args.out / "noise.yaml", bool(args.gpus), args.variants.split(","), bandwidth=True)
     key, _, value = args.cut.partition("=")
     codes = {name: _run(name, mfile, res, args.gpus, env, log)
              for name, env in (("A", {}), ("B", {}), ("C", {key: value}))}

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common import REPO, cell_matrix, stop_rank  # common puts the repo on sys.path
 
 from harness import hints, matrix, results, runner  # noqa: E402
 from harness.engines import host  # noqa: E402
@@ -33,26 +33,13 @@ from harness.engines.host import HostEngine  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 from harness.selection import check_gpus  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 
-
-def _matrix_file(out: Path, gpus: tuple[str, ...]) -> Path:
-    """The first runnable stack of the default matrix (the host engine runs its own stack anyway), two
-    variants; without GPUs the CPU matrix's (a smoke test: gloo ignores the NCCL variables)."""
-    stack = matrix.load(matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX).runnable[0].stack
-    path = out / "real-faults.yaml"
-    path.write_text(f"""version: 1
-description: real faults on real GPUs (bench/real_faults.py)
-stacks:
-  matrix: {{cuda: ["{stack.cuda}"], torch: ["{stack.torch}"], accelerate: ["{stack.accelerate}"]}}
-variants: [default, bad-ifname]
-define:
-  variants:
+# without GPUs the CPU matrix's stack: a smoke test (gloo ignores the NCCL variables)
+BAD_IFNAME = """  variants:
     bad-ifname:
-      env: {{NCCL_SOCKET_IFNAME: nosuchif0, NCCL_P2P_DISABLE: "1", NCCL_SHM_DISABLE: "1"}}
+      env: {NCCL_SOCKET_IFNAME: nosuchif0, NCCL_P2P_DISABLE: "1", NCCL_SHM_DISABLE: "1"}
       description: bootstrap over a socket interface that does not exist
-""")
-    return path
+"""
 
 
 def _hint_lines(record) -> list[str]:
@@ -80,21 +67,6 @@ def _show(name: str, record, summary: dict) -> None:
         print(f"   hint: {hint}", flush=True)
 
 
-def _stop_rank(rank: int, phase: str, root: Path):
-    """on_event/on_start pair: SIGSTOP `rank` when it starts `phase` (ranks hold there), then release."""
-    handle: list = []
-
-    def on_event(r: int, event: dict) -> None:
-        if r == rank and event.get("event") == "phase_start" and event.get("phase") == phase and handle:
-            handle[0].signal(event["pid"], "STOP")
-            handle.clear()
-            for pid_file in root.rglob(f"pid-rank{rank}"):
-                if pid_file.read_text().strip() == str(event["pid"]):
-                    (pid_file.parent / "release").touch()
-
-    return on_event, handle.append
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="0,1", help="GPU ids, or none for a smoke test with gloo ranks on the CPU")
@@ -108,7 +80,7 @@ def main() -> int:
     summary: dict = {"gpus": list(gpus), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
     chosen = set(args.scenarios.split(","))
-    mfile = _matrix_file(args.out, gpus)
+    mfile = cell_matrix(args.out / "real-faults.yaml", bool(gpus), ["default", "bad-ifname"], define=BAD_IFNAME)
     if "cli" in chosen:
         _cli(mfile, gpus, res, args.out, summary)
     # 3 and 4: a stopped rank under the matrix file's own thresholds
@@ -119,7 +91,7 @@ def main() -> int:
     if "watchdog" in chosen:
         cases.append(("sigstop-prepare-old-group-timeout", ("--init-timeout", str(int(m.timeouts.init)))))
     for name, extra in cases:
-        on_event, on_start = _stop_rank(1, "prepare", res / name)
+        on_event, on_start = stop_rank(1, "prepare", res / name)
         opts = runner.RunOptions(name, res, gpus, 2, extra_args=("--hold-at", "prepare", *extra),
                                  extra_env=(("HARNESS_TEST_FAULTS", "1"),))
         record = runner.run_cell(HostEngine(), cell, m, opts, on_event=on_event, on_start=on_start)

@@ -25,6 +25,11 @@ WorkloadPhase = Literal[WORKLOAD_PHASES]  # type: ignore[valid-type]
 Phase = Literal[(STARTUP, *WORKLOAD_PHASES)]  # type: ignore[valid-type]
 PHASES: tuple[str, ...] = get_args(Phase)
 
+
+def phase_index(phase: str | None) -> int:
+    """How far a rank got: a workload phase's position; -1 before the first one (startup, None)."""
+    return WORKLOAD_PHASES.index(phase) if phase in WORKLOAD_PHASES else -1
+
 # "killed": a rank died by a signal without a word (only the supervisor can tell)
 ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
 ERROR_CLASSES: tuple[str, ...] = get_args(ErrorClass)

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .evidence import RankError
-from .record import ERROR_CLASSES, PHASES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
+from .kinds import phase_index
+from .record import ERROR_CLASSES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
 from .workload.classify import classify_text
 
 __all__ = ["ERROR_CLASSES", "RETRYABLE", "STATUSES", "Outcome", "classify", "launcher_failures", "loaded_nccl"]
@@ -69,10 +70,9 @@ def key_line(message: str | None, nccl_warnings: tuple[str, ...] = ()) -> str:
     """The most specific line there is: NCCL's "Last error:" line, else the rank's first NCCL WARN
     line, else a CUDA error line, else the message's first line (the generic wrapper)."""
     text = message or ""
-    for rx in (_LAST_ERROR,):
-        m = rx.search(text)
-        if m:
-            return m.group(1).strip()[:300]
+    last = _LAST_ERROR.search(text)
+    if last:
+        return last.group(1).strip()[:300]
     if nccl_warnings:
         return nccl_warnings[0].strip()[:300]
     m = _CUDA_LINE.search(text)
@@ -247,11 +247,10 @@ def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
     ranks = raw.rank_states
     waiting = watchdog["rank"]
     phase = ranks[waiting].phase if waiting in ranks else None
-    lead = max((s.phase for s in ranks.values() if s.phase), key=lambda p: PHASES.index(p) if p in PHASES else -1,
-               default=None)
+    lead = max((s.phase for s in ranks.values() if s.phase), key=phase_index, default=None)
     phase = phase or lead or STARTUP
-    behind = {str(r): f"still in {s.phase or STARTUP}" if (PHASES.index(s.phase) if s.phase in PHASES else -1)
-              < PHASES.index(phase) else f"did not join the {watchdog['op_type']} in {s.phase}"
+    behind = {str(r): f"still in {s.phase or STARTUP}" if s.phase is None or phase_index(s.phase) < phase_index(phase)
+              else f"did not join the {watchdog['op_type']} in {s.phase}"
               for r, s in sorted(ranks.items()) if r != waiting and not s.result}
     for rank in range(raw.expected_ranks):
         if rank not in ranks:

@@ -29,7 +29,7 @@ class RunOptions:
 def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path) -> CellSpec:
     """One attempt of a cell as the engine will start it: the real run and the dry run both use this."""
     ranks = len(opts.gpus) if opts.gpus else opts.ranks
-    inherited = engine.inherited_env(image) if image or not engine.builds_images else {}
+    inherited = engine.inherited_env(image)
     lnch = engine.launch(cell, m, ranks=ranks, out=out, extra_args=opts.extra_args, inherited_env=inherited)
     if opts.extra_env:
         lnch = launch.Launch(lnch.argv, lnch.env + opts.extra_env, lnch.ranks, lnch.device)

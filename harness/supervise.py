@@ -19,6 +19,7 @@ from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
 from .errors import InfraError
 from .matrix import Timeouts
+from .kinds import phase_index
 from .record import STARTUP, Stall
 from .record import WORKLOAD_PHASES as PHASES
 from .record import RawAttempt as Attempt  # the raw record of one attempt, filled in here
@@ -29,10 +30,6 @@ POLL_S = 0.1
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
-
-
-def phase_index(phase: str | None) -> int:
-    return PHASES.index(phase) if phase in PHASES else -1
 
 
 class EventTail:

@@ -233,7 +233,10 @@ class DockerEngine:
         return self.client.images.get(tag).id
 
     def inherited_env(self, image: str) -> dict[str, str]:
-        """The image's own ENV (NCCL_VERSION, CUDA_VERSION, a base image's NCCL_* settings...)."""
+        """The image's own ENV (NCCL_VERSION, CUDA_VERSION, a base image's NCCL_* settings...); {} before
+        there is an image."""
+        if not image:
+            return {}
         try:
             pairs = self.client.images.get(image).attrs.get("Config", {}).get("Env") or []
         except docker.errors.DockerException:
