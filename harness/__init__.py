@@ -12,9 +12,11 @@ Data flows one way, each stage a value that can be printed:
 pipeline.run drives the middle for `invoke matrix`; commands.py holds the thin faces of every command.
 """
 
+import os
 from pathlib import Path
 
 __version__ = "0.1.0"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: matrix files, images/, results/
 WORKLOAD_DIR = Path(__file__).resolve().parent / "workload"  # copied into every image; run as-is by the host engine
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nccl-harness"  # hashes, bytecode

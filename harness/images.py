@@ -20,7 +20,7 @@ from typing import Iterator
 
 import jinja2
 
-from . import WORKLOAD_DIR, __version__, baseimage, compat, wheelhouse
+from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, wheelhouse
 from .engines.docker import LABEL, DockerEngine
 from .errors import HarnessError
 from . import matrix
@@ -85,7 +85,7 @@ def _repo_safe(text: str) -> str:
     return re.sub(r"[^a-z0-9._-]", "_", text.lower())
 
 
-HASH_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nccl-harness" / "file-hashes.json"
+HASH_CACHE = CACHE_DIR / "file-hashes.json"
 BIG_FILE = 1 << 20  # files above this (wheels) keep their hash across runs, keyed by size and mtime
 
 

@@ -14,7 +14,7 @@ import pytest
 from harness import launch, matrix
 from harness.engines.base import CellSpec
 from harness.engines.container import CELL_ENV, container_config
-from harness.engines.host import HostEngine, host_env
+from harness.engines.host import PYCACHE, HostEngine, host_env
 
 from .conftest import REPO
 
@@ -61,6 +61,16 @@ def test_host_line_sets_what_start_sets():
     assert env == host_env(spec)
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_P2P_DISABLE"] == "1"
     assert tuple(words[len(env):]) == spec.launch.argv
+
+
+def test_host_ranks_cache_their_bytecode_where_the_harness_says_unless_the_user_chose():
+    spec = _spec(())
+    assert host_env(spec, {})["PYTHONPYCACHEPREFIX"] == str(PYCACHE)
+    assert "PYTHONDONTWRITEBYTECODE" not in host_env(spec, {})
+    # a site that forbids writing bytecode beside the sources still gets the harness's own cache
+    assert host_env(spec, {"PYTHONDONTWRITEBYTECODE": "1"})["PYTHONDONTWRITEBYTECODE"] == ""
+    mine = host_env(spec, {"PYTHONPYCACHEPREFIX": "/mine", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert "PYTHONPYCACHEPREFIX" not in mine and "PYTHONDONTWRITEBYTECODE" not in mine
 
 
 def test_doctor_on_the_host_engine_names_the_host_stack():

@@ -165,6 +165,9 @@ def test_accelerate_two_gloo_ranks_run_every_phase(accelerate_run: Path) -> None
         assert prepare["distributed_type"] == "MULTI_CPU"
         assert prepare["model_class"] == "DistributedDataParallel"
         assert prepare["process_group_reused"] is True
+        # the first optimizer's torch._dynamo import ran on a thread beside fingerprint and init
+        assert prepare["prewarm"]["modules"] == ["torch._dynamo"] and prepare["prewarm"]["error"] is None
+        assert prepare["prewarm"]["thread_seconds"] > 0
         fp = _one(events, "phase_end", "fingerprint")["fingerprint"]
         assert fp["launcher"] == "accelerate"
         assert fp["nccl_env_changed"]["NCCL_P2P_DISABLE"] == {"expected": "1", "actual": None}

@@ -23,6 +23,50 @@ from .events import EventWriter, Heartbeat
 TEARDOWN_GRACE_S = 10.0
 
 
+class Prewarm:
+    """Imports on a thread what the first optimizer would import lazily, while this rank waits on the GPU
+    and on its peers.
+
+    Seen on 2x H200 (torch 2.11, py-spy, docs/benchmarks.md): 98% of prepare was
+    Optimizer.__init__ -> _disable_dynamo's first import of torch._dynamo (1.2 s with bytecode cached,
+    5.9 s without). CUDA init, the peer copies, the rendezvous and NCCL's communicator set-up release
+    the GIL, so the import runs beside them. accelerate is imported first, on the calling thread: it
+    imports torch.distributed.fsdp, which torch._dynamo's imports reach too, and two threads importing
+    shared modules in opposite order can deadlock. The prepare phase joins the thread before it
+    starts Accelerate, so nothing imports beside it there; a failed import is left for prepare to meet
+    and report as it would have without this (the import runs again there).
+    """
+
+    MODULES = ("torch._dynamo",)
+
+    def __init__(self) -> None:
+        self.seconds: Optional[float] = None
+        self.error: Optional[str] = None
+        self._thread = threading.Thread(target=self._work, name="harness-prewarm", daemon=True)
+
+    def _work(self) -> None:
+        t0 = time.monotonic()
+        try:
+            for name in self.MODULES:
+                __import__(name)
+        except BaseException as exc:  # noqa: BLE001 - prepare imports it again and reports
+            self.error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+        self.seconds = time.monotonic() - t0
+
+    def start(self) -> "Prewarm":
+        try:
+            import accelerate  # noqa: F401 - see the class's comment
+        except BaseException:  # noqa: BLE001 - the fingerprint and prepare report it
+            pass
+        self._thread.start()
+        return self
+
+    def join(self) -> Dict[str, Any]:
+        """Wait for the imports; what prepare records of them."""
+        self._thread.join()
+        return {"modules": list(self.MODULES), "thread_seconds": self.seconds, "error": self.error}
+
+
 def resolve_device(choice: str) -> str:
     """auto -> cuda when torch sees a GPU, else cpu (imports torch)."""
     if choice != "auto":
@@ -59,12 +103,14 @@ class Runner:
         self.device: Optional[str] = None
         self.done: List[str] = []
         self.summary: Dict[str, Any] = {}
+        self.prewarm: Optional[Prewarm] = None
 
     # ------------------------------------------------------------ phases
     def _fingerprint(self) -> Dict[str, Any]:
         from . import phases  # first torch import: ImportError lands in this phase
 
         self.device = resolve_device(self.args.device)
+        self.prewarm = Prewarm().start()
         self.state = phases.State(self.device, self.denv.rank, self.denv.local_rank,
                                   self.denv.world)
         expected = self.args.expect_env or {}
@@ -81,7 +127,8 @@ class Runner:
     def _prepare(self) -> Dict[str, Any]:
         from . import phases
 
-        return phases.run_prepare(self.state)
+        prewarm = self.prewarm.join() if self.prewarm else None
+        return dict(phases.run_prepare(self.state), prewarm=prewarm)
 
     def _step(self) -> Dict[str, Any]:
         from . import phases
