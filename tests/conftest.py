@@ -82,16 +82,18 @@ def test_images(engine, monkeypatch):
     monkeypatch.setattr(images, "IMAGE_REPO", TEST_REPO)
     monkeypatch.setattr(images, "labels_of", lambda stack: labels_of(stack) | {TEST_LABEL: token})
     yield token
+    client = docker.from_env(timeout=600)  # removing a 10 GB image takes longer than the engine's 10 s
+    mine = {"label": f"{TEST_LABEL}={token}"}
     for _ in range(20):  # children before their parents: a parent with a child cannot be removed yet
-        made = engine.client.images.list(all=True, filters={"label": f"{TEST_LABEL}={token}"})
+        made = client.images.list(all=True, filters=mine)
         if not made:
             break
         for image in made:
             try:
-                engine.client.images.remove(image.id, force=True)
+                client.images.remove(image.id, force=True)
             except docker.errors.APIError:
                 pass
-    assert not engine.client.images.list(all=True, filters={"label": f"{TEST_LABEL}={token}"}), \
+    assert not client.images.list(all=True, filters=mine), \
         "images made by this test are left in the engine"
 
 
