@@ -36,7 +36,7 @@ CA_NAME = "harness-ca.crt"
 @dataclass(frozen=True)
 class BuildOptions:
     rebuild: bool = False
-    wheelhouse: Path | None = None
+    wheelhouse: Path | None = None  # the wheel store; None: wheelhouse.DEFAULT_STORE
     ca_bundle: Path | None = None
     # Proxy settings reach RUN steps as Docker's predefined build args; they are not part of the hash,
     # since they change how bytes are fetched, not which bytes end up in the image.
@@ -46,6 +46,10 @@ class BuildOptions:
     def from_env(cls, **kwargs) -> "BuildOptions":
         proxy = tuple((k, os.environ[k]) for k in PROXY_VARS if os.environ.get(k))
         return cls(proxy=proxy, **kwargs)
+
+    @property
+    def store(self) -> Path:
+        return self.wheelhouse or wheelhouse.DEFAULT_STORE
 
 
 @dataclass(frozen=True)
@@ -168,17 +172,11 @@ def labels_of(stack: Stack) -> dict[str, str]:
     }
 
 
-def render(stack: Stack, options: BuildOptions, wheels: list[Path] | None = None) -> BuildContext:
-    """Render the stack's template; reads the files it copies (to hash them) but changes nothing."""
-    files: list[tuple[str, Path]] = [
-        (f"workload/{p.relative_to(WORKLOAD_DIR)}", p)
-        for p in sorted(WORKLOAD_DIR.rglob("*.py"))
-        if "__pycache__" not in p.parts
-    ]
-    if options.ca_bundle:
-        files.append((CA_NAME, options.ca_bundle))
-    for wheel in wheels or ():
-        files.append((f"wheels/{wheel.name}", wheel))
+def render(stack: Stack, options: BuildOptions, wheels: list[Path] | tuple[Path, ...] = ()) -> BuildContext:
+    """Render the stack's template; reads the files it copies (to hash them) but changes nothing.
+
+    The digest covers the Dockerfile and every copied file by its name in the context and its content,
+    never a path on the host: the same wheels hash the same from whichever store they come."""
     labels = labels_of(stack)
     try:
         dockerfile = _env().get_template(f"{stack.template}.Dockerfile.j2").render(
@@ -187,11 +185,18 @@ def render(stack: Stack, options: BuildOptions, wheels: list[Path] | None = None
             requirements=requirements(stack),
             nccl_package=nccl_package(stack),
             cuda_mm=".".join(stack.cuda.split(".")[:2]),
-            wheelhouse=bool(wheels),
             ca_bundle=CA_NAME if options.ca_bundle else None,
         )
     except jinja2.TemplateError as exc:
         raise HarnessError(f"{matrix.template_path(stack.template)}: cannot render ({exc}). Fix: correct the template.") from None
+    files: list[tuple[str, Path]] = [
+        (f"workload/{p.relative_to(WORKLOAD_DIR)}", p)
+        for p in sorted(WORKLOAD_DIR.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    ]
+    if options.ca_bundle and CA_NAME in dockerfile:  # only templates that fetch in the build (apt) copy it
+        files.append((CA_NAME, options.ca_bundle))
+    files += [(f"wheels/{wheel.name}", wheel) for wheel in sorted(wheels, key=lambda w: w.name)]
     digest = hashlib.sha256()
     digest.update(dockerfile.encode())
     for name, path in files:
@@ -212,30 +217,32 @@ def materialize(context: BuildContext, dest: Path) -> None:
 
 
 def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
-    """Resolve the wheelhouse (when asked) and render."""
-    wheels = None
-    if options.wheelhouse:
-        wheels = wheelhouse.collect(options.wheelhouse, requirements(stack), stack.python, stack.torch_index, log)
-        if nccl_package(stack):  # installed over torch's own pin with --no-deps, so resolved apart from it
-            wheels += wheelhouse.collect(options.wheelhouse, [nccl_package(stack)], stack.python, "", log, no_deps=True)
-    return render(stack, options, wheels)
+    """The stack's locked wheels from the store (resolved and downloaded on the host the first time
+    only) and the rendered context: with the locks in place this needs neither pip nor the network."""
+    wheels = wheelhouse.collect(options.store, requirements(stack), stack.python, stack.torch_index, log)
+    if nccl_package(stack):  # installed over torch's own pin with --no-deps, so resolved apart from it
+        wheels += wheelhouse.collect(options.store, [nccl_package(stack)], stack.python, "", log, no_deps=True)
+    return render(stack, options, list(dict.fromkeys(wheels)))
 
 
-# Why a build that fetches packages failed, from the lines pip and apt print (the last line, "No
-# matching distribution found for torch==2.13.0", reads as "that version does not exist" when the
-# cause was a name that did not resolve): (what happened, pattern, fix), first match in the log wins.
+# Why fetching packages failed, from the lines pip (downloading into the wheel store on the host) and
+# apt (in CUDA builds) print: pip's last line, "No matching distribution found for torch==2.13.0", reads
+# as "that version does not exist" when the cause was a name that did not resolve. (what happened,
+# pattern, fix); the first match in the log wins.
+STORE_HINT = f"the wheel store ({wheelhouse.DEFAULT_STORE}, or --wheelhouse DIR)"
 BUILD_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("the package index's name did not resolve (DNS)",
      re.compile(r"Name or service not known|Temporary failure in name resolution|Could not resolve host|"
                 r"nodename nor servname|getaddrinfo failed", re.I),
-     "build offline from a wheel store (--wheelhouse DIR, filled on a host that reaches the index), or give "
-     "the build a resolver that knows the index"),
+     f"fill {STORE_HINT} on a host that reaches the index and copy it here, or give this host a resolver that "
+     "knows the index"),
     ("the proxy could not be reached or refused the connection",
      re.compile(r"ProxyError|Cannot connect to proxy|Tunnel connection failed|407 Proxy Authentication", re.I),
-     "check HTTP_PROXY/HTTPS_PROXY/NO_PROXY (passed to builds as build arguments), or use --wheelhouse"),
+     f"check HTTP_PROXY/HTTPS_PROXY/NO_PROXY (pip on this host reads them; builds get them as build arguments), "
+     f"or fill {STORE_HINT} on a host that reaches the index"),
     ("TLS verification failed (a TLS-intercepting proxy?)",
      re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLError|SSL: ", re.I),
-     "pass the proxy's CA bundle with --ca-bundle PEM"),
+     "give pip on this host the proxy's CA (PIP_CERT, or cert in pip.conf) and apt in CUDA builds --ca-bundle PEM"),
     ("the package index answered with an HTTP error",
      re.compile(r"HTTP error \d{3}|\b(?:403|404|429|500|502|503) (?:Client|Server) Error|status code (?:4|5)\d\d",
                 re.I),

@@ -51,7 +51,8 @@ SELECT_HELP = {
 
 BUILD_HELP = {
     "rebuild": "build again from scratch (no layer cache) even when an image with the same content hash exists",
-    "wheelhouse": "download wheels on the host into DIR and install them offline in the build",
+    "wheelhouse": "the wheel store: wheels resolved, locked and downloaded on the host, installed offline in every "
+                  "build (default: ~/.cache/nccl-harness/wheels, or $XDG_CACHE_HOME/nccl-harness/wheels)",
     "ca_bundle": "PEM CA bundle for pip/apt inside builds (TLS-intercepting proxies)",
     "results": "results folder (default: results/)",
     "run_id": "run folder name (default: a new timestamped one)",

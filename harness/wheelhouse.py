@@ -1,20 +1,30 @@
-"""Offline and proxied sites: wheels are downloaded on the host (which has the proxy, the CA bundle and
-the pip configuration) and installed in the build with --no-index. The set of files chosen for a
-requirement list is locked on first download, so later builds are reproducible and decide fast."""
+"""The wheel store: every image installs torch, Accelerate and the NCCL pin from wheels resolved and
+downloaded on the host (which has the proxy, the CA bundle and the pip configuration), never from an
+index during the build. The file set chosen for a requirement list is locked on first download, so
+every later command finds the same image without pip or the network, and a rebuild installs the same
+packages. Where the store lies does not matter to an image: its tag hashes wheel names and contents."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import re
 import sys
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
-from . import proc
+from . import CACHE_DIR, proc
 from .errors import InfraError
+
+# One cache folder per user, shared by every checkout (the file-hash cache of images.py lives there too).
+DEFAULT_STORE = CACHE_DIR / "wheels"
+LOCKS = ".locks"
 
 _SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$")
 # Every manylinux tag a glibc-2.35 image can install (Ubuntu 22.04; Debian 12 has 2.36), newest first:
@@ -41,20 +51,48 @@ def lock_key(requirements: list[str], python: str, extra_index: str, no_deps: bo
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index: str, log: Path,
+def locked(store: Path, key: str) -> list[Path] | None:
+    """The locked wheels of `key` when the lock and every file it names are in the store; else None."""
+    try:
+        names = json.loads((store / LOCKS / f"{key}.json").read_text())["wheels"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    files = [store / n for n in names]
+    return files if files and all(f.is_file() for f in files) else None
+
+
+@contextmanager
+def _exclusive(store: Path) -> Iterator[None]:
+    """One download into a store at a time (parallel builds, two commands, two checkouts)."""
+    with open(store / ".download.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def collect(store: Path, requirements: list[str], python: str, extra_index: str, log: Path,
             no_deps: bool = False) -> list[Path]:
-    """The wheels (closure of `requirements` for CPython `python` on Linux x86_64) in `wheelhouse`.
+    """The locked wheels (closure of `requirements` for CPython `python` on Linux x86_64) in `store`,
+    downloaded and locked first when the store has no complete lock for them: with a lock, neither pip
+    nor the network is touched.
 
     pip runs with the host's own configuration (index, find-links, proxy, CA); a fully offline host
-    sets PIP_NO_INDEX=1 and PIP_FIND_LINKS=<wheelhouse> after filling the folder by hand."""
-    wheelhouse.mkdir(parents=True, exist_ok=True)
-    lock = wheelhouse / ".locks" / f"{lock_key(requirements, python, extra_index, no_deps)}.json"
-    if lock.is_file():
-        names = json.loads(lock.read_text())["wheels"]
-        files = [wheelhouse / n for n in names]
-        if all(f.is_file() for f in files):
-            return files
-    argv = [sys.executable, "-m", "pip", "download", "--dest", str(wheelhouse), "--only-binary=:all:",
+    sets PIP_NO_INDEX=1 and PIP_FIND_LINKS=<dir> after filling that folder by hand."""
+    key = lock_key(requirements, python, extra_index, no_deps)
+    files = locked(store, key)
+    if files:
+        return files
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfraError(f"wheel store {store}: cannot create it ({exc.strerror}). Fix: pass a writable folder "
+                         "with --wheelhouse DIR.") from None
+    with _exclusive(store):
+        return locked(store, key) or _download(store, key, requirements, python, extra_index, log, no_deps)
+
+
+def _download(store: Path, key: str, requirements: list[str], python: str, extra_index: str, log: Path,
+              no_deps: bool) -> list[Path]:
+    argv = [sys.executable, "-m", "pip", "download", "--dest", str(store), "--only-binary=:all:",
             "--python-version", python, "--implementation", "cp"]
     for platform in PLATFORMS:
         argv += ["--platform", platform]
@@ -66,19 +104,23 @@ def collect(wheelhouse: Path, requirements: list[str], python: str, extra_index:
     if result.returncode != 0 or result.timed_out:
         tail = [l for l in result.output.splitlines() if l.startswith("ERROR")][-2:]
         raise InfraError(
-            f"--wheelhouse {wheelhouse}: pip could not download {' '.join(requirements)} for Python {python} "
+            f"wheel store {store}: pip could not download {' '.join(requirements)} for Python {python} "
             f"({' '.join(tail) or 'see ' + str(log)}). Fix: check the versions and the host's pip index/proxy "
             "settings, or put the wheels into that folder by hand."
         )
     names = sorted({Path(m.group(1)).name for m in map(_SAVED.match, result.output.splitlines()) if m})
     if not names:
-        raise InfraError(f"--wheelhouse {wheelhouse}: pip reported no wheel for {requirements}; see {log}.")
+        raise InfraError(f"wheel store {store}: pip reported no wheel for {requirements}; see {log}.")
     if extra_index.endswith("/cpu") and any(n.startswith("nvidia_") for n in names):
         raise InfraError(
-            f"--wheelhouse {wheelhouse}: pip resolved a CUDA build of torch for a CPU stack, since {extra_index} "
+            f"wheel store {store}: pip resolved a CUDA build of torch for a CPU stack, since {extra_index} "
             "was not reachable. Fix: make that index reachable, or put the CPU torch wheel into the host's pip "
             "find-links (PIP_FIND_LINKS) first."
         )
+    lock = store / LOCKS / f"{key}.json"
     lock.parent.mkdir(exist_ok=True)
-    lock.write_text(json.dumps({"requirements": requirements, "python": python, "wheels": names}, indent=1))
-    return [wheelhouse / n for n in names]
+    tmp = lock.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"requirements": requirements, "python": python, "index": extra_index, "wheels": names},
+                              indent=1))
+    os.replace(tmp, lock)  # a reader sees no lock or the whole lock, never half of one
+    return [store / n for n in names]

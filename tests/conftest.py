@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from harness import wheelhouse
+
 REPO = Path(__file__).resolve().parent.parent
-WHEELHOUSE = REPO / ".cache" / "wheels"
+WHEELHOUSE = wheelhouse.DEFAULT_STORE  # the store `invoke matrix` uses without flags (scripts/setup.sh's run fills it)
+TEST_REPO = "nccl-harness-test"  # images made only for tests: never tagged like a real stack
+TEST_LABEL = "io.nccl-harness.test"
 
 
 def _unavailable(why: str) -> None:
@@ -48,16 +52,49 @@ def base_image(engine, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def cpu_image(engine, base_image, tmp_path_factory) -> str:
-    """The real CPU stack of matrix-cpu.yaml (torch 2.13.0 CPU + Accelerate 1.15.0), built from a
-    wheelhouse downloaded on the host; returns its tag."""
+    """The real CPU stack of matrix-cpu.yaml (torch 2.13.0 CPU + Accelerate 1.15.0), built exactly as
+    `invoke matrix` builds it (default wheel store, default options); returns its tag. It is the same
+    image the README's first command makes, so it stays in the image cache (`invoke clean --images`)."""
     from harness import images, matrix
     from harness.progress import Progress
 
     stack = next(s for s in matrix.load(matrix.DEFAULT_CPU_MATRIX).stacks if s.accelerate == "1.15.0")
-    built = images.build_all([stack], engine, images.BuildOptions(wheelhouse=WHEELHOUSE),
-                             tmp_path_factory.mktemp("cpu-image"), Progress())[stack.id]
+    built = images.build_all([stack], engine, images.BuildOptions(), tmp_path_factory.mktemp("cpu-image"),
+                             Progress())[stack.id]
     assert built.ok, built.reason
     return built.tag
+
+
+@pytest.fixture
+def test_images(engine, monkeypatch):
+    """Images built during the test are tagged nccl-harness-test/... and labelled with a token of
+    this test (through the stack labels every template sets right after FROM, so a failed build's
+    intermediate layers carry it too); afterwards every image with that token is removed, and only
+    those: other builds on the same engine are left alone."""
+    import uuid
+
+    import docker
+
+    from harness import images
+
+    token = uuid.uuid4().hex[:12]
+    labels_of = images.labels_of
+    monkeypatch.setattr(images, "IMAGE_REPO", TEST_REPO)
+    monkeypatch.setattr(images, "labels_of", lambda stack: labels_of(stack) | {TEST_LABEL: token})
+    yield token
+    client = docker.from_env(timeout=600)  # removing a 10 GB image takes longer than the engine's 10 s
+    mine = {"label": f"{TEST_LABEL}={token}"}
+    for _ in range(20):  # children before their parents: a parent with a child cannot be removed yet
+        made = client.images.list(all=True, filters=mine)
+        if not made:
+            break
+        for image in made:
+            try:
+                client.images.remove(image.id, force=True)
+            except docker.errors.APIError:
+                pass
+    assert not client.images.list(all=True, filters=mine), \
+        "images made by this test are left in the engine"
 
 
 @pytest.fixture

@@ -34,13 +34,14 @@ def test_every_version_changes_the_tag():
     assert len(tags) == 5
 
 
-def test_cuda_template_installs_torch_from_its_index_and_copies_the_workload():
+def test_cuda_template_installs_the_locked_wheels_offline_and_copies_the_workload():
     ctx = images.render(_stack(), images.BuildOptions())
     df = ctx.dockerfile
     assert df.startswith("# CUDA stack")
     assert "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04" in df
-    assert "pip install --index-url https://download.pytorch.org/whl/cu124 torch==2.5.1\n" in df
-    assert "pip install accelerate==1.2.1\n" in df
+    assert "COPY wheels/ /tmp/wheels/\n" in df
+    assert "RUN pip install --no-index --find-links /tmp/wheels torch==2.5.1 accelerate==1.2.1\n" in df
+    assert "--index-url" not in df
     assert "COPY workload/ /opt/harness/workload/" in df
     assert 'io.nccl-harness.torch="2.5.1"' in df
     names = [n for n, _ in ctx.files]
@@ -49,7 +50,7 @@ def test_cuda_template_installs_torch_from_its_index_and_copies_the_workload():
 
 def test_pinned_pip_nccl_replaces_the_bundled_package():
     df = images.render(_stack(nccl="2.23.4", nccl_via="pip"), images.BuildOptions()).dockerfile
-    assert 'pip install --no-deps "nvidia-nccl-cu12==2.23.4"' in df
+    assert 'pip install --no-index --find-links /tmp/wheels --no-deps "nvidia-nccl-cu12==2.23.4"' in df
     assert "LD_PRELOAD" not in df
 
 
@@ -61,33 +62,51 @@ def test_system_nccl_is_preloaded():
 
 def test_old_torch_gets_numpy_below_2_and_old_accelerate_setuptools_below_70():
     df = images.render(_stack(torch="2.1.2", cuda="12.1.1"), images.BuildOptions()).dockerfile
-    assert "pip install --index-url https://download.pytorch.org/whl/cu124 torch==2.1.2\n" in df
-    assert "pip install accelerate==1.2.1 'numpy<2'\n" in df
+    assert "/tmp/wheels torch==2.1.2 accelerate==1.2.1 'numpy<2'\n" in df
     df = images.render(_stack(torch="2.1.2", cuda="12.1.1", accelerate="0.24.1"), images.BuildOptions()).dockerfile
-    assert "pip install accelerate==0.24.1 'numpy<2' 'setuptools<70'\n" in df
+    assert "/tmp/wheels torch==2.1.2 accelerate==0.24.1 'numpy<2' 'setuptools<70'\n" in df
     assert "numpy" not in images.render(_stack(), images.BuildOptions()).dockerfile
 
 
-def test_wheelhouse_installs_offline(tmp_path):
-    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-    wheel.write_bytes(b"not really a wheel")
-    ctx = images.render(matrix.Stack(**CPU), images.BuildOptions(), wheels=[wheel])
-    assert "pip install --no-index --find-links /tmp/wheels torch==2.13.0 accelerate==1.15.0" in ctx.dockerfile
-    assert ("wheels/" + wheel.name, wheel) in ctx.files
-    plain = images.render(matrix.Stack(**CPU), images.BuildOptions())
-    assert plain.digest != ctx.digest
-    wheel.write_bytes(b"another wheel")
-    assert images.render(matrix.Stack(**CPU), images.BuildOptions(), wheels=[wheel]).digest != ctx.digest
+def _store(folder, stack: matrix.Stack, contents: bytes = b"not really a wheel"):
+    """A wheel store with a lock for the stack's requirements, as wheelhouse.collect leaves it."""
+    folder.mkdir(parents=True)
+    names = ["accelerate-1.15.0-py3-none-any.whl", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    for name in names:
+        (folder / name).write_bytes(contents + name.encode())
+    key = wheelhouse.lock_key(images.requirements(stack), stack.python, stack.torch_index)
+    (folder / wheelhouse.LOCKS).mkdir()
+    (folder / wheelhouse.LOCKS / f"{key}.json").write_text(json.dumps({"wheels": names}))
+    return folder
 
 
-def test_ca_bundle_is_copied_and_used_by_pip_and_apt(tmp_path):
+def test_the_tag_hashes_the_locked_wheels_not_the_store_they_lie_in(tmp_path, monkeypatch):
+    """An image is named by what is in it: the same wheels give the same tag from the default store or
+    from any --wheelhouse; other bytes under the same names give another tag. With the locks in place
+    this needs no pip (a pip run would leave its log)."""
+    stack = matrix.Stack(**CPU)
+    monkeypatch.setattr(wheelhouse, "DEFAULT_STORE", _store(tmp_path / "default", stack))
+    log = tmp_path / "pip.log"
+    default = images.prepare(stack, images.BuildOptions(), log)
+    elsewhere = images.prepare(stack, images.BuildOptions(wheelhouse=_store(tmp_path / "other", stack)), log)
+    assert default.tag == elsewhere.tag
+    assert [n for n, _ in default.files if n.startswith("wheels/")] == [
+        "wheels/accelerate-1.15.0-py3-none-any.whl", "wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    rebuilt = images.prepare(stack, images.BuildOptions(wheelhouse=_store(tmp_path / "new", stack, b"other")), log)
+    assert rebuilt.tag != default.tag
+    assert not log.exists()
+
+
+def test_ca_bundle_is_copied_for_apt_in_cuda_builds_and_leaves_cpu_images_alone(tmp_path):
     ca = tmp_path / "corp.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     ctx = images.render(_stack(nccl="2.21.5", nccl_via="system"), images.BuildOptions(ca_bundle=ca))
     assert ("harness-ca.crt", ca) in ctx.files
     assert "COPY harness-ca.crt /usr/local/share/harness-ca.crt" in ctx.dockerfile
-    assert "PIP_CERT=/usr/local/share/harness-ca.crt pip install" in ctx.dockerfile
     assert "-o Acquire::https::CAInfo=/usr/local/share/harness-ca.crt" in ctx.dockerfile
+    # pip fetches nothing in a build (the wheels come from the store), so a CPU build has no use for it
+    cpu = images.render(matrix.Stack(**CPU), images.BuildOptions(ca_bundle=ca))
+    assert cpu.digest == images.render(matrix.Stack(**CPU), images.BuildOptions()).digest
 
 
 def test_proxy_settings_do_not_change_the_tag(monkeypatch):
@@ -141,18 +160,16 @@ def test_big_file_hashes_are_kept_across_commands_and_redone_when_the_file_chang
 
 
 def test_rendered_dockerfiles_match_their_golden_files(tmp_path):
-    """The whole Dockerfile of a CUDA stack with a pip-pinned NCCL, and of a CPU stack built offline
-    from a wheelhouse with a CA bundle: any change to a template shows up here as a diff to review."""
+    """The whole Dockerfile of a CUDA stack with a pip-pinned NCCL, and of a CPU stack, both installing
+    from the locked wheels: any change to a template shows up here as a diff to review."""
     from .goldens import assert_golden
 
     pinned = images.render(_stack(nccl="2.21.5", nccl_via="pip"), images.BuildOptions())
     assert_golden("cuda-pip-nccl.Dockerfile", pinned.dockerfile)
-    pem = tmp_path / "ca.pem"
-    pem.write_text("-----BEGIN CERTIFICATE-----\n")
     wheel = tmp_path / "torch-2.13.0-cp311-none-any.whl"
     wheel.write_bytes(b"")
-    offline = images.render(matrix.Stack(**CPU), images.BuildOptions(ca_bundle=pem), wheels=[wheel])
-    assert_golden("cpu-wheelhouse.Dockerfile", offline.dockerfile)
+    cpu = images.render(matrix.Stack(**CPU), images.BuildOptions(), wheels=[wheel])
+    assert_golden("cpu.Dockerfile", cpu.dockerfile)
 
 
 def test_a_build_error_names_its_cause_the_log_and_the_fix(tmp_path):
@@ -168,7 +185,7 @@ def test_a_build_error_names_its_cause_the_log_and_the_fix(tmp_path):
         "ERROR: No matching distribution found for torch==2.13.0\n")
     reason = images.failure_reason("The command '/bin/sh -c pip install ...' returned a non-zero code: 1", log)
     assert reason.startswith("the package index's name did not resolve (DNS): WARNING: Retrying")
-    assert f"(log: {log})" in reason and "Fix: build offline from a wheel store (--wheelhouse DIR" in reason
+    assert f"(log: {log})" in reason and f"Fix: fill the wheel store ({wheelhouse.DEFAULT_STORE}, or --wheelhouse DIR)" in reason
     log.write_text("ERROR: Could not find a version that satisfies the requirement torch==9.9 (from versions: 2.4.1, "
                    "2.5.1)\nERROR: No matching distribution found for torch==9.9\n")
     assert images.failure_reason("x", log).startswith("the index has no such version")

@@ -1,7 +1,10 @@
 """The NCCL axis without a GPU: the CUDA template, built on the local stand-in base with torch 2.14.1's
 CUDA build (which pins nvidia-nccl-cu13 2.30.7), with another NCCL pinned through pip. Inside the
 container the workload reads back what torch was compiled with and what the process really loaded:
-they must differ, the pin must have won. ncclGetVersion needs no GPU. Heavy (a 10 GB image): one image."""
+they must differ, the pin must have won. ncclGetVersion needs no GPU. Heavy: torch's CUDA build pulls
+about 3.3 GB of nvidia-* wheels that install to about 6 GB, and the wheel layer stays in the image
+(classic builder, no RUN --mount), so the image is close to 10 GB; it is made for this test only
+(test_images) and removed when the test ends."""
 
 from __future__ import annotations
 
@@ -13,15 +16,13 @@ import pytest
 from harness import images, matrix
 from harness.progress import Progress
 
-from .conftest import WHEELHOUSE
-
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 PINNED = "2.32.3"
 TORCH_PINS = "2.30.7"
 
 
-def test_pinned_pip_nccl_replaces_the_one_torch_bundles(engine, base_image, tmp_path, write_matrix):
+def test_pinned_pip_nccl_replaces_the_one_torch_bundles(engine, base_image, test_images, tmp_path, write_matrix):
     path = write_matrix(textwrap.dedent(f"""\
         version: 1
         stacks:
@@ -31,7 +32,7 @@ def test_pinned_pip_nccl_replaces_the_one_torch_bundles(engine, base_image, tmp_
         """))
     (stack,) = matrix.load(path).stacks
     assert stack.template == "cuda" and stack.nccl_via == "pip"
-    built = images.build_all([stack], engine, images.BuildOptions(wheelhouse=WHEELHOUSE), tmp_path / "builds",
+    built = images.build_all([stack], engine, images.BuildOptions(), tmp_path / "builds",
                              Progress())[stack.id]
     assert built.ok, built.reason
     out = tmp_path / "out"

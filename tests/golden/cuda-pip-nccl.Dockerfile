@@ -20,10 +20,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
-RUN pip install --index-url https://download.pytorch.org/whl/cu124 torch==2.5.1
-RUN pip install accelerate==1.2.1
+# The locked wheels of this stack, resolved and downloaded on the host (the wheel store): pip fetches
+# nothing during the build, and a rebuild installs the very same files.
+COPY wheels/ /tmp/wheels/
+RUN pip install --no-index --find-links /tmp/wheels torch==2.5.1 accelerate==1.2.1
 # Torch loads its NCCL through an RPATH into this package: replacing the package replaces the library.
-RUN pip install --no-deps "nvidia-nccl-cu12==2.21.5"
+RUN pip install --no-index --find-links /tmp/wheels --no-deps "nvidia-nccl-cu12==2.21.5"
+RUN rm -rf /tmp/wheels
 COPY workload/ /opt/harness/workload/
 # Fail the build, not the first cell, when the stack cannot even be imported.
 RUN python -c "import torch, accelerate; print('torch', torch.__version__, 'accelerate', accelerate.__version__)"

@@ -9,13 +9,13 @@ io.nccl-harness.nccl-via="bundled" \
 io.nccl-harness.python="3.11" \
 io.nccl-harness.base="harness-base:bookworm" \
 io.nccl-harness.harness-version="0.1.0"
-COPY harness-ca.crt /usr/local/share/harness-ca.crt
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
-# Wheels were downloaded on the host (--wheelhouse): nothing is fetched during the build.
+# The locked wheels of this stack, resolved and downloaded on the host (the wheel store): pip fetches
+# nothing during the build, and a rebuild installs the very same files.
 COPY wheels/ /tmp/wheels/
 RUN pip install --no-index --find-links /tmp/wheels torch==2.13.0 accelerate==1.15.0
 RUN rm -rf /tmp/wheels
