@@ -8,13 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from . import baseimage, hints, images, results
+from . import baseimage, hints, images, reaper, results
 from . import compare as compare_mod
 from . import publish as publish_mod
 from . import report as report_mod
 from .doctor import doctor
 from .engines.docker import DockerEngine
-from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
+from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError
 from .record import build_error
 from .pipeline import MatrixOptions, checked_build_options
 from .pipeline import run as run_matrix
@@ -27,6 +27,7 @@ __all__ = ["Selection", "MatrixOptions", "run_matrix", "list_cells", "build", "b
 
 def list_cells(selection: Selection, as_json: bool = False) -> int:
     progress = Progress()
+    reaper.sweep(progress)
     m, cells = resolve(selection, progress)
     if not cells:
         progress.say(f"{m.path.name}: no cell matches the --only/--exclude filters.")
@@ -67,16 +68,19 @@ def build(
     if not runnable:
         progress.say(f"{m.path.name}: nothing to build (no runnable cell selected).")
         return EXIT_NOTHING_SELECTED
-    run = results.run_dir(results_dir, run_id or results.new_run_id())
     engine = DockerEngine.connect()
+    reaper.sweep(progress, engine)
+    run = results.run_dir(results_dir, run_id or results.new_run_id())
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
-    progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
-    built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
-    outcomes = {c.id: build_error(c, built[c.stack.id]).outcome.to_json() for c in runnable if not built[c.stack.id].ok}
-    results.write_json(
-        run / "builds.json",
-        {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()}, "cells": outcomes},
-    )
+    with results.owned(run):
+        progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
+        built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
+        outcomes = {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
+                    for c in runnable if not built[c.stack.id].ok}
+        results.write_json(
+            run / "builds.json",
+            {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()}, "cells": outcomes},
+        )
     failed = [r for r in built.values() if not r.ok]
     progress.say(
         f"{len(built) - len(failed)} image(s) ready, {len(failed)} build-error"
@@ -92,6 +96,7 @@ def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None) ->
     if not baseimage.is_local(ref):
         raise HarnessError(f"{ref}: not a base image the harness makes. Fix: use one of {', '.join(baseimage.LOCAL_BASES)}.")
     engine = DockerEngine.connect()
+    reaper.sweep(progress, engine)
     log = Path(results.DEFAULT_RESULTS) / "base-images.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     made = baseimage.ensure(engine, ref, log, progress, mirror)
@@ -102,10 +107,11 @@ def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None) ->
 def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Path | None = None) -> int:
     """Render a recorded run (default: the latest) as markdown, to stdout or a file."""
     hints.check()
+    reaper.sweep(Progress())
     data = results.load_run(results.resolve_run(results_dir, run))
     text = report_mod.render(data)
     if out:
-        out.write_text(text)
+        results.write_text(out, text)
         Progress().say(f"report of {data.run_id} written to {out}")
     else:
         sys.stdout.write(text)
@@ -116,6 +122,7 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
             out: Path | None = None) -> int:
     """Markdown diff of two runs; exit 1 when something regressed, 0 otherwise."""
     hints.check()
+    reaper.sweep(Progress())
     if not 0 < threshold < 10:
         raise HarnessError(f"--threshold {threshold}: expected a fraction like 0.1 (10%). Fix: e.g. --threshold 0.1.")
     a = results.load_run(results.resolve_run(results_dir, base))
@@ -123,7 +130,7 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
     d = compare_mod.diff(a, b, threshold)
     text = compare_mod.render(a, b, d, threshold)
     if out:
-        out.write_text(text)
+        results.write_text(out, text)
     sys.stdout.write(text)
     return EXIT_CELLS_FAILED if d.regressed else EXIT_OK
 
@@ -131,6 +138,7 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
 def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESULTS) -> int:
     """Write the report and its plot into a docs tree and refresh the index."""
     hints.check()
+    reaper.sweep(Progress())
     data = results.load_run(results.resolve_run(results_dir, run))
     page = publish_mod.publish(data, to)
     Progress().say(f"published {data.run_id} to {page} (index: {to / publish_mod.INDEX})")
@@ -138,12 +146,20 @@ def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESUL
 
 
 def clean(remove_images: bool = False) -> int:
-    """Remove every container carrying the harness label (and, on request, the images it built)."""
-    engine = DockerEngine.connect()
-    names = engine.leftovers()
-    for name in names:
-        engine.remove_container(name)
-    print(f"removed {len(names)} container(s)" + (f": {', '.join(names)}" if names else ""))
+    """Remove what harnesses that have ended left behind, on both engines: host processes and containers
+    of dead harnesses, and containers of older harness versions (no owner label); a live harness's cells
+    are never touched. Without a Docker engine only the host is swept (and said), not an error. With
+    `remove_images`, also the images the harness built."""
+    progress = Progress()
+    docker = reaper.connect_docker()
+    if docker is None:
+        progress.say("No Docker engine reachable: no containers to remove; host processes only.")
+    removed = reaper.sweep(progress, docker, unowned=True, connect=False)
+    containers = sum(1 for item in removed if item.engine == "docker")
+    print(f"removed {len(removed) - containers} process(es) and {containers} container(s)")
     if remove_images:
-        print(f"removed {engine.remove_built_images()} image(s) (the base images stay; `docker rmi harness-base:bookworm` removes that)")
+        if docker is None:
+            raise InfraError("--images: no Docker engine reachable, so no image can be removed. Fix: start the "
+                             "engine (scripts/setup.sh), or set DOCKER_HOST to it.")
+        print(f"removed {docker.remove_built_images()} image(s) (the base images stay; `docker rmi harness-base:bookworm` removes that)")
     return EXIT_OK

@@ -3,7 +3,7 @@ what it needs (engines/*.checks); the host facts are read here."""
 
 from __future__ import annotations
 
-from . import engines, hostinfo
+from . import engines, hostinfo, reaper
 from .engines.base import Check
 from .errors import EXIT_INFRA, EXIT_OK, InfraError
 from .progress import Progress
@@ -37,6 +37,7 @@ def render(found: list[Check]) -> str:
 
 def doctor(gpus_flag: str | None = None, engine_choice: str | None = None) -> int:
     """Print every check; exit 4 when something blocks a run."""
+    reaper.sweep(Progress())  # what a dead harness left would skew what is checked
     found = checks(gpus_flag, engine_choice)
     print(render(found))
     return EXIT_INFRA if any(not c.ok and c.blocking for c in found) else EXIT_OK

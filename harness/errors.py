@@ -45,6 +45,11 @@ class InfraError(HarnessError):
     code = EXIT_INFRA
 
 
+class WriteError(InfraError):
+    """A results file could not be written (full disk, read-only or unwritable folder): the run stops
+    cleanly, keeping everything recorded before; str() names the path, the cause and the fix."""
+
+
 class BuildFailed(HarnessError):
     """An image could not be built (the engine refused, or a Dockerfile step failed): its cells become
     build-error and the rest of the matrix goes on. str() is the key error line."""

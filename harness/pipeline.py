@@ -12,9 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, engines, hints, hostinfo, images, matrix, report, results, runner
+from . import __version__, engines, hints, hostinfo, images, matrix, owner, reaper, report, results, runner
 from .engines.base import Engine
-from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
+from .engines.docker import DockerEngine
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .matrix import Cell, Matrix
 from .record import FAILED, CellFields, build_error, not_applicable
 from .progress import Progress
@@ -92,13 +93,20 @@ def _already_done(run: Path) -> set[str]:
 
 
 def run(selection: Selection, opts: MatrixOptions) -> int:
-    """Build what is missing, run the selected cells one at a time, record each as it ends."""
+    """Build what is missing, run the selected cells one at a time, record each as it ends. SIGTERM and
+    SIGHUP end the run like Ctrl-C."""
+    with owner.signals_as_interrupt():
+        return _run(selection, opts)
+
+
+def _run(selection: Selection, opts: MatrixOptions) -> int:
     progress = Progress()
     opts, gpus = _check_options(opts)
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
     m = replace(m, timeouts=parse_timeouts(opts.timeouts, m.timeouts))
     engine = engines.choose(opts.engine, progress)
+    reaper.sweep(progress, engine if isinstance(engine, DockerEngine) else None)  # before anything is measured
     engine.preflight(progress)
     cells = engine.cells(m, cells, progress)
     runnable = [c for c in cells if c.na_reason is None]
@@ -113,6 +121,42 @@ def run(selection: Selection, opts: MatrixOptions) -> int:
     if opts.dry_run:
         return _dry_run(m, runnable, engine, ropts, opts.build, progress)
     run = results.run_dir(opts.results, run_id)
+    with results.owned(run) as stale:
+        if stale:
+            progress.say(f"{run}: took over the lock of {stale}, which ended without releasing it.")
+        try:
+            return _run_cells(run, m, cells, engine, opts, ropts, progress)
+        except OSError as exc:  # a write outside the results store (an attempt folder, a log) failed
+            if exc.errno not in results.WRITE_ERRNOS:
+                raise
+            failure = results.write_error(exc.filename or run, exc)
+        except WriteError as exc:
+            failure = exc
+    raise _stopped(run, failure)
+
+
+def _stopped(run: Path, failure: WriteError) -> WriteError:
+    """A failed write ends the run (exit 4) keeping every record made before it, with the report when
+    it can still be written. Seen before: a read-only folder mid-cell lost the record and the rest of
+    the run with a PermissionError traceback; a full tmpfs left attempt.json at 0 bytes."""
+    try:
+        _write_report(run)
+        report = f"; report: {run / 'report.md'}"
+    except WriteError:
+        report = "; the report could not be written either (`invoke report` writes it later)"
+    return WriteError(f"{failure} The run stopped there: every record made before is kept in {run}{report}. "
+                      f"Once fixed, `--resume --run-id {run.name}` continues it.")
+
+
+def _write_report(run: Path) -> None:
+    results.write_text(run / "report.md", report.render(results.load_run(run)))
+
+
+def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: MatrixOptions,
+               ropts: runner.RunOptions, progress: Progress) -> int:
+    """Record the run's facts, then build and run every cell not yet done, each recorded as it ends."""
+    run_id, gpus = ropts.run_id, ropts.gpus
+    runnable = [c for c in cells if c.na_reason is None]
     done = _already_done(run) if opts.resume else set()
     if done:
         progress.say(f"Resuming {run_id}: {len(done)} cell(s) already recorded are skipped.")
@@ -172,8 +216,8 @@ def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Pat
 
 def _finish(run: Path, counts: Counter, interrupted: bool, opts: MatrixOptions, progress: Progress) -> int:
     """The report beside the results, a summary for people (or JSON), and the exit code."""
+    _write_report(run)
     data = results.load_run(run)
-    (run / "report.md").write_text(report.render(data))
     if interrupted:
         progress.say(f"Interrupted: results so far are kept in {run}; continue with --resume --run-id {run.name}.")
     progress.say("Summary: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing ran")

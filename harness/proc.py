@@ -105,6 +105,15 @@ def spawn(argv: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.
         )
 
 
+def watchdog(argv: Sequence[str], *, env: dict[str, str]) -> subprocess.Popen:
+    """Start a process that outlives this one on purpose: in a session of its own (a terminal's Ctrl-C
+    does not reach it), its stdin the read end of a pipe whose write end only this process holds (the
+    pipe is not inherited by other children: close_fds), so it reads EOF the moment this process ends,
+    however it ends. Keep the returned Popen: dropping it closes the pipe."""
+    return subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True, close_fds=True)
+
+
 def check(result: Completed, what: str, hint: str) -> Completed:
     """Turn a failed Completed into an InfraError that says which of the two ways it failed."""
     if result.timed_out:

@@ -1,19 +1,25 @@
-"""The results store: one folder per run under results/, JSON written atomically, so a killed run
-never leaves a half-written record."""
+"""The results store: one folder per run under results/, owned by one harness at a time (a lock), every
+file written atomically (temporary file, fsync, rename), so a killed run never leaves a half-written
+record, and a write that fails (full disk, read-only folder) is a WriteError naming the path and the
+fix, not a traceback."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import secrets
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from .errors import HarnessError
+from . import owner
+from .errors import HarnessError, WriteError
 from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
@@ -26,44 +32,127 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
+PROBE_BYTES = 4 << 20  # the start-up write: a record with its attempt files is this big (a 2 MB tmpfs failed mid-cell)
+LOCK = ".lock"
+
+_FIXES = {
+    errno.ENOSPC: "free space on that disk, or pass --results on one with room",
+    errno.EDQUOT: "free space within your quota, or pass --results on another disk",
+    errno.EROFS: "remount that file system read-write, or pass --results on a writable one",
+    errno.EACCES: "give this user write permission on that folder, or pass --results on a writable one",
+    errno.EPERM: "give this user write permission on that folder, or pass --results on a writable one",
+}
+WRITE_ERRNOS = frozenset((*_FIXES, errno.EIO, errno.EFBIG))
+
+
+def write_error(path: Path | str, exc: OSError) -> WriteError:
+    """A failed write as the error a run stops with: the path, the cause and the fix."""
+    fix = _FIXES.get(exc.errno or 0, "check that disk (dmesg), or pass --results on another one")
+    return WriteError(f"cannot write {path} ({exc.strerror or exc}). Fix: {fix}.")
+
+
 def run_dir(results: Path, run_id: str) -> Path:
-    """Create (or reuse) results/<run-id>; an unwritable folder is bad input, said so."""
+    """Create (or reuse) results/<run-id> and try a real write of a realistic size there: a folder that
+    cannot take a run's files is said now, not after the first cell (a WriteError, exit 4)."""
     path = Path(results) / run_id
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                chunk = b"\0" * (1 << 20)
+                for _ in range(PROBE_BYTES // len(chunk)):
+                    fh.write(chunk)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            Path(probe).unlink(missing_ok=True)
     except OSError as exc:
-        raise HarnessError(
-            f"--results {results}: cannot write there ({exc.strerror}). Fix: pass a writable folder with --results."
-        ) from None
+        raise write_error(exc.filename or path, exc) from None
     return path
+
+
+@contextmanager
+def owned(run: Path) -> Iterator[str | None]:
+    """Own a run folder while writing into it: an exclusive flock on <run>/.lock, which holds its owner.
+    Another live harness's lock is exit 2 naming it (seen before: a second run with the same --run-id
+    deleted the first one's live attempt folder, and the first recorded a FAIL for a cell that had
+    passed). The kernel drops the lock of a process that dies, so a dead harness's lock is taken over;
+    yields the dead holder's description then (its file still names it), else None."""
+    path = run / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd) or "another harness"
+            raise HarnessError(
+                f"run folder {run} is in use by {holder}. Fix: wait for that run to end (then --resume "
+                f"--run-id {run.name} continues it), or pass another --run-id.") from None
+        stale = _holder(fd)
+        me = owner.current()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{me.marker} harness {me.describe()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        try:
+            yield stale
+        finally:
+            try:
+                os.ftruncate(fd, 0)  # an empty lock file: its last holder ended well
+            except OSError:
+                pass  # a folder gone read-only or full: the stale text only names this harness later
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str | None:
+    """The lock file's text without its owner marker ("harness pid 12 on host, since ...")."""
+    text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+    return text.partition(" ")[2] or None if text else None
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write through a temporary file and rename, with the schema version stamped in."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, dict):
         data = {"schema": SCHEMA_VERSION, **data}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """The one way results files are written: a temporary file beside `path`, fsync'd, renamed over it,
+    so a reader (or a killed run) sees the old file or the new one, never half of one; a failure to
+    write is a WriteError naming `path`, and leaves no temporary file behind."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are as readable as any file written here
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    finally:
+        if tmp is not None and Path(tmp).exists():
+            Path(tmp).unlink(missing_ok=True)
 
 
 def cell_dir(results: Path, run_id: str, cell_id: str) -> Path:
     path = Path(results) / run_id / "cells" / cell_id
-    path.mkdir(parents=True, exist_ok=True)
+    make_dir(path)
     return path
+
+
+def make_dir(path: Path) -> None:
+    """mkdir -p, a failure being a WriteError."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(path, exc) from None
 
 
 def save_record(results: Path, run_id: str, record: CellRecord) -> Path:

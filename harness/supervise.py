@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
-from .errors import InfraError
+from .errors import InfraError, WriteError
 from .matrix import Timeouts
 from .kinds import phase_index
 from .record import STARTUP, Stall
@@ -32,11 +32,28 @@ STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
 
 
+# The type of every event field the supervisor reads; an event with another type in one of them is
+# malformed, dropped and counted (a dict `phase` crashed the supervisor with a TypeError, issue 14).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "event": (str,), "phase": (str,), "source": (str,), "pid": (int,), "seconds": (int, float),
+    "wall": (int, float), "error_class": (str,), "type": (str,), "message": (str,), "status": (str,),
+}
+
+
+def well_formed(event: Any) -> bool:
+    """A JSON object whose known fields have their types (bool is not a number here)."""
+    return isinstance(event, dict) and isinstance(event.get("event"), str) and all(
+        isinstance(event[k], types) and not isinstance(event[k], bool)
+        for k, types in FIELD_TYPES.items() if k in event and event[k] is not None)
+
+
 class EventTail:
-    """Reads the complete JSON lines appended to a rank's event file since the last call."""
+    """Reads the complete JSON lines appended to a rank's event file since the last call: a torn last
+    line (a rank killed mid-write, a full disk) waits for its end, and is never parsed without it; a
+    line that is not a well-formed event is counted in `malformed` and skipped."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.partial = path, 0, b""
+        self.path, self.offset, self.partial, self.malformed = path, 0, b"", 0
 
     def read(self) -> list[dict]:
         try:
@@ -52,10 +69,12 @@ class EventTail:
         for line in lines:
             try:
                 event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
+            except (ValueError, RecursionError):
+                event = None
+            if well_formed(event):
                 events.append(event)
+            elif line.strip():
+                self.malformed += 1
         return events
 
 
@@ -226,7 +245,7 @@ def supervise(
     """Run one attempt of one cell to its end (exit, stall, cap or Ctrl-C); never leaves it running.
     `on_start` gets the running cell (tests and benchmarks signal its ranks through it)."""
     out = spec.out_dir
-    out.mkdir(parents=True, exist_ok=True)
+    results.make_dir(out)
     record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out),
                      inherited_env=dict(spec.inherited_env))
     started = time.monotonic()
@@ -236,6 +255,8 @@ def supervise(
 
     def drain(now: float) -> None:
         for path in out.glob("events-rank*.jsonl"):
+            if not path.stem[len("events-rank"):].isdigit():
+                continue
             rank = int(path.stem[len("events-rank"):])
             tail = tails.setdefault(rank, EventTail(path))
             for event in tail.read():
@@ -267,11 +288,16 @@ def supervise(
             if record.ended_by != "exited":
                 running.kill()
         record.leftovers = running.leftovers()
+    except WriteError:
+        raise  # the results folder failed: the run stops (pipeline), nothing more can be recorded
     except InfraError as exc:
         record.ended_by, record.infra_reason = "infra", str(exc)
     record.seconds = time.monotonic() - started
     record.verdict_after_progress = time.monotonic() - watch.last_progress()
     record.ranks = {str(r): s.summary() for r, s in sorted(watch.states.items())}
+    for rank, tail in tails.items():
+        if tail.malformed and str(rank) in record.ranks:
+            record.ranks[str(rank)]["malformed_events"] = tail.malformed  # noted, never fatal
     for path in sorted(out.glob("nccl-rank*.log")):
         log = nccl_log.parse_file(path)
         record.nccl[path.stem[len("nccl-rank"):]] = {

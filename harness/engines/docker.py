@@ -16,6 +16,7 @@ import docker
 import docker.errors
 
 from .. import launch as launch_mod
+from .. import owner
 from ..baseimage import LOCAL_BASES
 from ..errors import BuildFailed, InfraError
 from ..workload.fingerprint import relevant_env
@@ -30,6 +31,14 @@ LABEL = "io.nccl-harness"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LABEL_RUN = f"{LABEL}.run"
 LABEL_CELL = f"{LABEL}.cell"
+LABEL_OWNER = f"{LABEL}.owner"  # the harness that started the container (owner.Owner.marker)
+
+
+def _owned(labels: dict[str, str]) -> dict[str, str]:
+    """A container's labels with the harness's own, the owner included, and the watchdog that removes it
+    if this harness dies before it does (started here, before the container exists)."""
+    owner.watch_over(DockerEngine.name)
+    return {LABEL: "cell", **labels, LABEL_OWNER: owner.current().marker}
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,7 @@ class DockerEngine:
                   **kwargs) -> Iterator["docker.models.containers.Container"]:
         """A named, labelled container that is removed on every path out, Ctrl-C included."""
         name = name or f"nccl-harness-{uuid.uuid4().hex[:12]}"
-        container = self.client.containers.create(image, command, name=name, labels={LABEL: "cell", **labels}, **kwargs)
+        container = self.client.containers.create(image, command, name=name, labels=_owned(labels), **kwargs)
         try:
             yield container
         finally:
@@ -189,7 +198,7 @@ class DockerEngine:
         labels = {LABEL_RUN: spec.run_id, LABEL_CELL: spec.cell_id, f"{LABEL}.attempt": str(spec.attempt)}
         try:
             container = self.client.containers.create(
-                config.image, list(config.command), name=name, labels={LABEL: "cell", **labels}, **config.sdk_kwargs()
+                config.image, list(config.command), name=name, labels=_owned(labels), **config.sdk_kwargs()
             )
             container.start()
         except docker.errors.APIError as exc:
@@ -320,6 +329,10 @@ class DockerEngine:
     def leftovers(self, label_filter: str = LABEL) -> list[str]:
         """Names of containers (running or not) that carry the harness label."""
         return [c.name for c in self.client.containers.list(all=True, filters={"label": label_filter})]
+
+    def labelled(self, label_filter: str = LABEL) -> list[tuple[str, dict[str, str]]]:
+        """(name, labels) of every container (running or not) that carries the harness label."""
+        return [(c.name, c.labels or {}) for c in self.client.containers.list(all=True, filters={"label": label_filter})]
 
 
 NVIDIA_HINT = (

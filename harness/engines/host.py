@@ -13,12 +13,13 @@ import sys
 import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from .. import CACHE_DIR, WORKLOAD_DIR
 from .. import launch as launch_mod
-from .. import proc
+from .. import owner, proc
 from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
@@ -29,28 +30,67 @@ from .base import CellSpec, Check
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
 
 
-def tagged(token: str) -> list[tuple[int, str, str]]:
-    """(pid, state, command) of every live process carrying the cell's token in its environment.
+@dataclass(frozen=True)
+class Marked:
+    """A live process carrying a harness variable in its environment."""
+
+    pid: int
+    state: str  # R, S, T (stopped)...
+    cmd: str
+    value: str  # the variable's value
+
+    def describe(self) -> str:
+        return f"pid {self.pid} ({self.state}) {self.cmd[:80]}"
+
+
+def marked(var: str) -> list[Marked]:
+    """Every live (not zombie) process with `var` in its environment, with its value.
 
     Launchers (torch elastic) start ranks in sessions of their own, and killed launchers orphan them,
-    so neither the process group nor the parent chain finds every rank; the inherited token does."""
-    needle = f"{TOKEN_VAR}={token}".encode()
+    so neither the process group nor the parent chain finds every rank; the inherited variable does."""
+    prefix = f"{var}=".encode()
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+            found = [v for v in (entry / "environ").read_bytes().split(b"\0") if v.startswith(prefix)]
+            if not found:
                 continue
             stat = (entry / "stat").read_text()
             state = stat[stat.rindex(")") + 2 :].split()[0]
             if state == "Z":
                 continue
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            members.append((int(entry.name), state, cmd))
+            members.append(Marked(int(entry.name), state, cmd, found[0][len(prefix):].decode(errors="replace")))
         except (OSError, ValueError, IndexError):
             continue
     return members
+
+
+def tagged(token: str) -> list[Marked]:
+    """Every live process of one started cell (its token in the environment)."""
+    return [p for p in marked(TOKEN_VAR) if p.value == token]
+
+
+def kill_all(find: Callable[[], list[Marked]], deadline_s: float = 10.0,
+             also: Callable[[], None] = lambda: None) -> list[Marked]:
+    """SIGKILL what `find` finds (and run `also`) until it finds nothing, `deadline_s` at most; returns
+    everything it found (a launcher may start a rank between two looks, so one pass is not enough)."""
+    deadline = time.monotonic() + deadline_s
+    seen: dict[int, Marked] = {}
+    while True:
+        members = find()
+        for member in members:
+            seen.setdefault(member.pid, member)
+            try:
+                os.kill(member.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        also()
+        if not members or time.monotonic() > deadline:
+            return list(seen.values())
+        time.sleep(0.05)
 
 
 class HostRunning:
@@ -61,17 +101,17 @@ class HostRunning:
         return self.popen.poll()
 
     def signal(self, pid: int, signame: str) -> None:
-        if pid in {p for p, _, _ in tagged(self.token)}:
+        if pid in {p.pid for p in tagged(self.token)}:
             os.kill(pid, getattr(signal, f"SIG{signame}"))
 
     def native_dump(self, pid: int) -> str:
-        if proc.which("py-spy") is None or pid not in {p for p, _, _ in tagged(self.token)}:
+        if proc.which("py-spy") is None or pid not in {p.pid for p in tagged(self.token)}:
             return ""
         result = proc.run(["py-spy", "dump", "--nonblocking", "--pid", str(pid)], timeout=20)
         return result.output if result.returncode == 0 else f"(py-spy failed: {result.output.strip()[-300:]})"
 
     def process_list(self) -> str:
-        return "\n".join(f"{pid:>8} {state} {cmd[:200]}" for pid, state, cmd in tagged(self.token))
+        return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in tagged(self.token))
 
     def output_tail(self, lines: int = 80) -> str:
         try:
@@ -81,29 +121,23 @@ class HostRunning:
 
     def kill(self) -> None:
         """SIGKILL the launcher's group and every tagged process, until none is left (10 s at most)."""
-        deadline = time.monotonic() + 10
-        while True:
+
+        def launcher() -> None:
             try:
                 os.killpg(self.popen.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            members = tagged(self.token)
-            for pid, _, _ in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if self.popen.poll() is None:
                 try:
                     self.popen.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
-            if not members or time.monotonic() > deadline:
-                return
-            time.sleep(0.05)
+
+        launcher()
+        kill_all(lambda: tagged(self.token), also=launcher)
 
     def leftovers(self) -> list[str]:
-        return [f"pid {pid} ({state}) {cmd[:80]}" for pid, state, cmd in tagged(self.token)]
+        return [p.describe() for p in tagged(self.token)]
 
 
 def host_stack(python: str = sys.executable) -> Stack:
@@ -213,7 +247,8 @@ class HostEngine:
     def start(self, spec: CellSpec) -> Iterator[HostRunning]:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex
-        env = {**os.environ, **host_env(spec), TOKEN_VAR: token}
+        owner.watch_over(self.name)  # this harness's death (even SIGKILL) takes the cell with it
+        env = {**os.environ, **host_env(spec), TOKEN_VAR: token, owner.OWNER_VAR: owner.current().marker}
         log = spec.out_dir / "launcher.log"
         running = HostRunning(proc.spawn(list(spec.launch.argv), env=env, log=log), log, token)
         try:

@@ -1,0 +1,132 @@
+"""What a dead harness left running, found and removed: host processes by the owner in their environment
+(owner.OWNER_VAR), containers by their owner label (engines/docker.py LABEL_OWNER).
+
+Seen before (issue 14): a harness killed mid-cell (SIGKILL, or SIGTERM before it was handled) left the
+launcher and both ranks running for as long as the cell would have run, and `--resume` then measured
+the next cell's bandwidth beside them (85 s instead of 56-60 s) without a word. Two guards:
+- the watchdog: every harness starts one beside its first cell (`python -m harness.reaper MARKER ENGINE`,
+  owner.watch_over); it waits for its harness to end, however it ends, then removes that harness's
+  processes and containers;
+- `sweep`: every command, before it runs or measures anything, removes what harnesses that are now dead
+  left (the watchdog itself may have been killed with them), and says so.
+Only a dead owner's leftovers are touched: other harnesses run on this machine at the same time.
+`invoke clean` also removes what older harness versions left without an owner."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .engines import host
+from .errors import InfraError
+from .owner import OWNER_VAR, Owner
+
+if TYPE_CHECKING:
+    from .engines.docker import DockerEngine
+    from .progress import Progress
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One process or container a harness started, with its owner (None: an older harness, no owner)."""
+
+    engine: str  # host | docker
+    name: str  # a pid, or a container name
+    detail: str
+    owner: Owner | None
+
+    def describe(self) -> str:
+        kind = "process" if self.engine == "host" else "container"
+        return f"{kind} {self.name} {self.detail}".strip()
+
+
+def _processes() -> list[Leftover]:
+    return [Leftover("host", str(p.pid), f"({p.state}) {p.cmd[:80]}", Owner.parse(p.value))
+            for p in host.marked(OWNER_VAR)]
+
+
+def _containers(docker: "DockerEngine | None") -> list[Leftover]:
+    if docker is None:
+        return []
+    from .engines.docker import LABEL_CELL, LABEL_OWNER, LABEL_RUN
+
+    found = []
+    for name, labels in docker.labelled():
+        owner = Owner.parse(labels[LABEL_OWNER]) if LABEL_OWNER in labels else None
+        cell = f"(run {labels[LABEL_RUN]}, cell {labels[LABEL_CELL]})" if LABEL_CELL in labels else ""
+        found.append(Leftover("docker", name, cell, owner))
+    return found
+
+
+def _remove(items: list[Leftover], docker: "DockerEngine | None") -> None:
+    if any(i.engine == "host" for i in items):  # again until none is left: a launcher may start a rank between two looks
+        host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if _dead(p.value)])
+    for item in items:
+        if item.engine == "docker" and docker is not None:
+            docker.remove_container(item.name)
+
+
+def _dead(marker: str) -> bool:
+    owner = Owner.parse(marker)
+    return owner is not None and owner.dead()
+
+
+def connect_docker(timeout: float = 3) -> "DockerEngine | None":
+    """The Docker engine when one answers, else None (the host engine's machines have none)."""
+    from .engines.docker import DockerEngine
+
+    try:
+        return DockerEngine.connect(timeout=timeout)
+    except InfraError:
+        return None
+
+
+def sweep(progress: "Progress", docker: "DockerEngine | None" = None, *, unowned: bool = False,
+          connect: bool = True) -> list[Leftover]:
+    """Remove what dead harnesses left (and, with `unowned`, what older harnesses left without an
+    owner), on the host and, when one answers, in the Docker engine; each said in one line."""
+    if docker is None and connect:
+        docker = connect_docker()
+    found = [item for item in _processes() + _containers(docker)
+             if (item.owner.dead() if item.owner is not None else unowned)]
+    if not found:
+        return []
+    _remove(found, docker)
+    by_owner: dict[str, list[Leftover]] = {}
+    for item in found:
+        by_owner.setdefault(f"a dead harness ({item.owner.describe()})" if item.owner else "an older harness",
+                            []).append(item)
+    for who, items in by_owner.items():
+        progress.say(f"Removed what {who} left running, before anything else: "
+                     + "; ".join(i.describe() for i in items))
+    return found
+
+
+def reap(marker: str, engine: str) -> None:
+    """The watchdog's work once its harness has ended: its processes, and its containers on `engine`."""
+    host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if p.value == marker])
+    if engine == "docker":
+        docker = connect_docker(timeout=10)
+        if docker is not None:
+            from .engines.docker import LABEL_OWNER
+
+            for name in docker.leftovers(f"{LABEL_OWNER}={marker}"):
+                docker.remove_container(name)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m harness.reaper MARKER ENGINE`: wait for the harness on the other end of stdin to end."""
+    marker, engine = argv
+    for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's Ctrl-C or hangup is for the harness
+        signal.signal(sig, signal.SIG_IGN)
+    if engine == "docker":
+        import docker  # noqa: F401 - imported now, so that removing the containers takes no longer than it must
+    sys.stdin.buffer.read()  # returns at EOF: the harness has ended (exited, or was killed)
+    reap(marker, engine)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
