@@ -42,6 +42,7 @@ _FIXES = {
     errno.EACCES: "give this user write permission on that folder, or pass --results on a writable one",
     errno.EPERM: "give this user write permission on that folder, or pass --results on a writable one",
 }
+_NOT_A_FOLDER = frozenset((errno.ENOTDIR, errno.ENAMETOOLONG, errno.EEXIST, errno.ELOOP))
 WRITE_ERRNOS = frozenset((*_FIXES, errno.EIO, errno.EFBIG))
 
 
@@ -68,6 +69,10 @@ def run_dir(results: Path, run_id: str) -> Path:
         finally:
             Path(probe).unlink(missing_ok=True)
     except OSError as exc:
+        if exc.errno in _NOT_A_FOLDER:  # a typo, not a disk problem: bad input
+            raise HarnessError(
+                f"--results {results}: {path} cannot write there: not a folder ({exc.strerror}). Fix: pass a folder path with --results."
+            ) from None
         raise write_error(exc.filename or path, exc) from None
     return path
 
