@@ -50,7 +50,8 @@ BUILTIN_DESCRIPTIONS = {
     "ib-off": "no InfiniBand",
 }
 
-_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$")
+# at most 40 characters: compat.py reads versions with packaging, whose int() of a 5,000-digit part raised
+_VERSION_RE = re.compile(r"^(?=.{1,40}$)[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$")
 _VARIANT_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SIZE_RE = re.compile(r"^([0-9]+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
@@ -447,7 +448,7 @@ def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
     missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
     if missing:
         raise ctx.error(loc, f"a stack {plain(raw)} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
-    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)):
+    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)) + (("python",) if "python" in raw else ()):
         if not _VERSION_RE.match(raw[key]):
             raise ctx.error(loc, f"`{key}: {plain(raw[key])}` is not a version.", 'write it like "2.5.1" (cuda may also be "cpu").')
     try:

@@ -32,11 +32,13 @@ __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Ctx", "bad", "Float", "Strict
            "parse", "plain", "read", "short", "translate"]
 
 # Limits, far above the real files (matrix.yaml: 2.3 KB, 155 values, 4 levels; harness/hints.yaml: 37 KB,
-# 754 values) and low enough that the pure-Python parser ends in well under a second on any input:
-# measured on the 2-core CI machine, 1 MiB of blank lines took 1.2 s to scan and 32,000 list items 0.75 s.
+# 754 values) and low enough that the pure-Python parser ends in well under a second on any input. On
+# the 2-core CI machine 1 MiB of blank lines took 1.2 s to scan and 32,000 list items 0.75 s; at these
+# limits the worst inputs (256 KiB of blank lines, lists and mappings cut off at 10,000 values) take
+# 0.22-0.26 s of CPU, hints.yaml 0.035 s.
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 32
-MAX_NODES = 20_000
+MAX_NODES = 10_000
 # The tags the plain YAML types resolve to; anything else (!!python/object, !!binary, !!set, a local !tag)
 # is refused before it is constructed.
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "merge",
@@ -361,9 +363,9 @@ def translate(exc: ValidationError, ctx: Ctx, root: type[BaseModel], doc: str,
         hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
         fix = f"did you mean `{hint[0]}`? " if hint else ""
         fix += f"Known keys here: {', '.join(known)}." if known else "remove it."
-        problem = f"unknown key `{loc[-1]}`."
+        problem = f"unknown key `{plain(loc[-1])}`."
     elif kind == "missing":
-        problem, fix = "is required but missing.", f"add `{loc[-1]}:` (see {doc})."
+        problem, fix = "is required but missing.", f"add `{plain(loc[-1])}:` (see {doc})."
     elif kind == "literal_error":
         problem = f"{short(first['input'])} is not allowed ({first['msg']})."
         fix = "use one of the values listed."
