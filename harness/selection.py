@@ -4,7 +4,6 @@ each bad value named with its flag. The bounds are the matrix file's own (harnes
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,16 +82,16 @@ def check_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.
     values = base.model_dump()
     for item in overrides:
         key, _, text = item.partition("=")
-        try:
-            seconds = float(text)
-        except ValueError:
-            seconds = math.nan
         if key not in values:
             raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)}. "
                                "Fix: e.g. --timeout prepare=300.")
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with SECONDS a number. "
+                               f"Fix: e.g. --timeout {key}=300.") from None
         problem = matrix.timeout_problem(seconds)
         if problem:
-            raise HarnessError(f"--timeout {item}: {problem if text.strip() else 'no seconds given'}. "
-                               f"Fix: e.g. --timeout {key}=300.")
+            raise HarnessError(f"--timeout {item}: {problem}. Fix: e.g. --timeout {key}=300.")
         values[key] = seconds
     return matrix.Timeouts(**values)

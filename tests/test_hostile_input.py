@@ -408,3 +408,31 @@ def test_report_of_a_path_that_is_not_a_run_names_it_safely(tmp_path):
     with pytest.raises(HarnessError) as err:
         results.resolve_run(tmp_path / "r", "../\x1b[2Jx")
     assert "\x1b" not in str(err.value) and "not found" in str(err.value)
+
+
+# ---------------------------------------------------------------- the hints file shares the reader
+
+HINTS_CASES = {
+    "FIFO": (_fifo, None, "FIFO"),
+    "alias bomb": (lambda d: _written(d, _bomb(9, 9).replace(GOOD, "hints: []\n")), 6, "more than"),
+    "duplicate key": (lambda d: _written(d, "hints: []\nhints: []\n"), 2, "`hints` is given twice"),
+    "latin-1 byte": (lambda d: _written(d, b"hints: []\n# caf\xe9\n"), 2, "not UTF-8"),
+    "50 MB file": (_sparse, None, "larger than 256 KiB"),
+}
+
+
+def _written(folder: Path, content: str | bytes) -> Path:
+    path = folder / "hints.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+@pytest.mark.parametrize("name", HINTS_CASES)
+def test_a_hostile_hints_file_is_refused_the_same_way(tmp_path, monkeypatch, capsys, name):
+    from harness import hints
+
+    make, line, word = HINTS_CASES[name]
+    path = make(tmp_path)
+    monkeypatch.setenv("HARNESS_HINTS", str(path))
+    assert guarded(hints.check) == 2
+    _check_message(capsys.readouterr().err, path, Case("", line, (word,)))
