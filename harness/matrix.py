@@ -295,6 +295,9 @@ def _not_a_number(value: Any, whole: bool) -> tuple[str, str]:
     return f"is {yamlfile.short(value)}; {what} is expected.", "write a number."
 
 
+_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "finite_number")
+
+
 def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
     value, kind = error.get("input"), error["type"]
     if (kind == "string_type" or (kind == "int_type" and "env" in loc)) and isinstance(value, (bool, float, int)):
@@ -305,8 +308,6 @@ def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
         return f"{error['msg']} (got {yamlfile.short(value)}).", "write a value within that bound (see the matrix.yaml format in README.md)."
     return None
 
-
-_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "finite_number")
 
 
 def _translate(exc: ValidationError, ctx: Ctx) -> MatrixError:
