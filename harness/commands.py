@@ -62,6 +62,8 @@ def build(
 ) -> int:
     """Build the images of the selected cells; cells of an image that fails become build-error."""
     progress = Progress()
+    if run_id is not None:
+        results.check_run_id(run_id)
     m, cells = resolve(selection, progress)
     runnable = [c for c in cells if c.na_reason is None]
     options = checked_build_options(options, jobs)

@@ -20,7 +20,6 @@ from typing import Annotated, Any
 from packaging.version import InvalidVersion, Version
 from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
                       StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
-from pydantic_core import PydanticCustomError
 
 from harness import yamlfile
 from harness.errors import HarnessError, HintsError
@@ -63,16 +62,13 @@ def version(text: Any) -> Version | None:
 
 
 # ---------------------------------------------------------------- validators, worded for a person
-def _bad(problem: str, fix: str) -> PydanticCustomError:
-    """A validation error worded for a person; yamlfile.translate shows the message and the fix."""
-    # "fix" first: pydantic fills the template key by key, so a "{fix}" inside the problem stays as written
-    return PydanticCustomError("hints", "{problem}", {"fix": fix, "problem": problem})
+_bad = yamlfile.bad
 
 
 def _a_list(value: Any) -> Any:
     if not isinstance(value, list):
         example = f"[{value}]" if isinstance(value, str) else "[a, b]"
-        raise _bad(f"must be a list (got {value!r}).", f"write it as a YAML list, e.g. {example}.")
+        raise _bad(f"must be a list (got {yamlfile.short(value)}).", f"write it as a YAML list, e.g. {example}.")
     return value
 
 
@@ -286,12 +282,12 @@ def read(path: str | Path | None = None) -> list[HintSpec]:
     path = Path(path) if path is not None else hints_file()
     from_env = f" (named by {ENV_VAR})" if path != DATA_FILE and path == hints_file() else ""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = yamlfile.read(path, HintsError)
     except FileNotFoundError:
         raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
                            f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessError(f"{path}: cannot be read{from_env} ({exc}). Fix: check the file and its permissions.") from None
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot be read{from_env} ({exc.strerror}). Fix: check the file and its permissions.") from None
     raw, lines = yamlfile.parse(text, path, HintsError)
     ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
     if not isinstance(raw, dict):

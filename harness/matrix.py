@@ -8,18 +8,20 @@ import difflib
 import fnmatch
 import hashlib
 import itertools
+import math
+import os
 import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
 from .errors import HarnessError, MatrixError
 from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
-from .yamlfile import Ctx
+from .yamlfile import Ctx, plain
 from .yamlfile import Strict as _Strict
 
 IMAGES_DIR = REPO_ROOT / "images"
@@ -48,41 +50,89 @@ BUILTIN_DESCRIPTIONS = {
     "ib-off": "no InfiniBand",
 }
 
-_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$")
+# at most 40 characters: compat.py reads versions with packaging, whose int() of a 5,000-digit part raised
+_VERSION_RE = re.compile(r"^(?=.{1,40}$)[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$")
 _VARIANT_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SIZE_RE = re.compile(r"^([0-9]+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_TEMPLATE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+# Bounds on every number, checked when the file is loaded (so `invoke list` and `--dry-run` refuse too).
+# Issue 14: `sizes: [0]`, `[-4096]` and "999999T" each became a cell FAIL explained only in launcher.log,
+# `init: .inf` an OverflowError when the cell was launched, `ranks: true` one rank, `ranks: 10000` was
+# accepted.
+MIN_SIZE = 4  # one float32 element: the sweep all-reduces float32 buffers (harness/workload/bandwidth.py)
+MAX_SIZE = 32 << 30  # one buffer of this size per rank: fits any 40 GB+ GPU; raise it here for larger ones
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds: a week, for the cell cap and every stall threshold
+MAX_RANKS = 256  # absolute cap on CPU ranks, whatever the host
+RANKS_PER_CPU = 4  # gloo ranks share the CPUs; beyond 4 per CPU they only thrash (and each holds torch, ~0.5 GB)
+MAX_STACKS = 500  # stacks (= images, several GB each) one matrix may expand to
+MAX_CELLS = 2000  # cells one matrix may expand to (cells run one at a time: 2000 is days of work)
+MAX_ENTRIES = 100  # entries of each include/exclude list (cells x exclude entries are matched by glob)
 
 
 # ---------------------------------------------------------------- schema (pydantic, unknown keys rejected)
 
 
+def timeout_problem(seconds: float) -> str | None:
+    """Why a number of seconds is not a usable timeout (None when it is): finite, above 0, at most a week."""
+    if math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT:
+        return None
+    return f"{seconds:g} s is not a usable timeout: it must be a number of seconds above 0 and at most {MAX_TIMEOUT:.0f} (a week)"
+
+
+def _seconds(value: float) -> float:
+    problem = timeout_problem(value)
+    if problem:
+        raise yamlfile.bad(problem + ".", "write a number of seconds, e.g. 90.")
+    return value
+
+
+def _no_bool(value: Any) -> Any:
+    """Literal[1] takes True for 1; a version is a number, never a boolean."""
+    if isinstance(value, bool):
+        raise yamlfile.bad(f"is the boolean {value}; the schema version is a number.", "write `version: 1`.")
+    return value
+
+
+def _ranks(value: int) -> int:
+    problem = ranks_problem(value)
+    if problem:
+        raise yamlfile.bad(problem + ".", f"write e.g. `ranks: 2` (at most {max_ranks()} on this host).")
+    return value
+
+
+# strict: YAML's true/false are never numbers (`ranks: true` was one rank), "90" is not 90.
+Seconds = Annotated[float, Field(strict=True), AfterValidator(_seconds)]
+Count = Annotated[int, Field(strict=True)]
+
+
 class Timeouts(_Strict):
     """Seconds without progress after which a phase counts as hung; `cell` is the hard cap."""
 
-    fingerprint: float = Field(120, gt=0)
-    init: float = Field(90, gt=0)
-    prepare: float = Field(120, gt=0)
-    step: float = Field(60, gt=0)
-    check: float = Field(60, gt=0)
-    bandwidth: float = Field(120, gt=0)
-    teardown: float = Field(30, gt=0)
-    cell: float = Field(1800, gt=0)
+    fingerprint: Seconds = 120
+    init: Seconds = 90
+    prepare: Seconds = 120
+    step: Seconds = 60
+    check: Seconds = 60
+    bandwidth: Seconds = 120
+    teardown: Seconds = 30
+    cell: Seconds = 1800
 
 
 class Bandwidth(_Strict):
-    sizes: list[int | str] = ["8K", "64K", "1M", "16M", "256M", "1G"]
-    iters: int = Field(20, ge=1)
-    warmup: int = Field(5, ge=0)
+    sizes: list[StrictInt | StrictStr] = Field(["8K", "64K", "1M", "16M", "256M", "1G"], max_length=64)
+    iters: Count = Field(20, ge=1, le=100_000)
+    warmup: Count = Field(5, ge=0, le=100_000)
     # timed trials per size: every figure is the median with its min-max over the trials
-    trials: int = Field(5, ge=1, le=100)
+    trials: Count = Field(5, ge=1, le=100)
     # a passing cell whose busbw at the largest size is below this (GB/s) is `slow`
-    min_busbw: float | None = Field(None, gt=0)
+    min_busbw: float | None = Field(None, gt=0, le=1_000_000, strict=True, allow_inf_nan=False)
 
 
 class VariantDef(_Strict):
-    env: dict[str, str | int] = {}
+    env: dict[str, str | StrictInt] = {}
     description: str = ""
 
 
@@ -92,21 +142,21 @@ class Define(_Strict):
 
 class StackAxes(_Strict):
     matrix: dict[str, list[str]] = {}
-    include: list[dict[str, str]] = []
-    exclude: list[dict[str, str]] = []
+    include: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
+    exclude: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
 
 
 class MatrixFile(_Strict):
-    version: Literal[1] = 1
+    version: Annotated[Literal[1], BeforeValidator(_no_bool)] = 1
     description: str = ""
     stacks: StackAxes
     variants: list[str] = ["default"]
     launchers: list[Launcher] = ["accelerate"]
-    exclude: list[dict[str, str]] = []
+    exclude: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
     define: Define = Define()
     timeouts: Timeouts = Timeouts()
     bandwidth: Bandwidth = Bandwidth()
-    ranks: int = Field(2, ge=1, description="ranks of a CPU cell")
+    ranks: Annotated[Count, AfterValidator(_ranks)] = Field(2, description="ranks of a CPU cell")
 
 
 # ---------------------------------------------------------------- values the rest of the harness uses
@@ -198,7 +248,7 @@ def load(path: str | Path) -> Matrix:
     """Read, validate and expand a matrix file; every problem is a MatrixError (exit 2)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = yamlfile.read(path)
     except FileNotFoundError:
         raise HarnessError(
             f"{path}: no such matrix file. Fix: pass an existing file with --matrix "
@@ -233,11 +283,31 @@ def _not_a_string(value: bool | float | int, in_env: bool) -> tuple[str, str]:
     return f"is the number {text}; versions and names must be strings.", f'quote it: "{text}".'
 
 
+def _not_a_number(value: Any, whole: bool) -> tuple[str, str]:
+    """Counts and seconds are numbers: YAML's true/yes and a quoted "90" are refused, not converted."""
+    what = "a whole number" if whole else "a number"
+    if isinstance(value, bool):
+        return f"is the boolean {value} (YAML reads yes/no/on/off/true/false so); {what} is expected.", "write a number."
+    if isinstance(value, str):
+        return f"is the string {yamlfile.short(value)}; {what} is expected.", "write the number without quotes."
+    if isinstance(value, float):
+        return f"is {getattr(value, 'text', value)}; {what} is expected.", "write a whole number."
+    return f"is {yamlfile.short(value)}; {what} is expected.", "write a number."
+
+
+_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "finite_number")
+
+
 def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
-    value = error.get("input")
-    if error["type"] in ("string_type", "int_type") and isinstance(value, (bool, float, int)):
+    value, kind = error.get("input"), error["type"]
+    if (kind == "string_type" or (kind == "int_type" and "env" in loc)) and isinstance(value, (bool, float, int)):
         return _not_a_string(value, "env" in loc)
+    if kind in ("int_type", "float_type"):
+        return _not_a_number(value, kind == "int_type")
+    if kind in _BOUNDS:
+        return f"{error['msg']} (got {yamlfile.short(value)}).", "write a value within that bound (see the matrix.yaml format in README.md)."
     return None
+
 
 
 def _translate(exc: ValidationError, ctx: Ctx) -> MatrixError:
@@ -249,9 +319,35 @@ def parse_size(value: int | str) -> int:
     if isinstance(value, int):
         return value
     m = _SIZE_RE.match(value.strip())
-    if not m:
+    if not m or len(m.group(1)) > 20:
         raise ValueError(value)
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def _size(value: int | str, loc: tuple, ctx: Ctx) -> int:
+    """A bandwidth size in bytes, between one float32 element and MAX_SIZE."""
+    try:
+        size = parse_size(value)
+    except ValueError:
+        raise ctx.error(loc, f"{yamlfile.short(value)} is not a size.", 'write bytes or e.g. "64K", "256M", "1G".') from None
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise ctx.error(loc, f"{yamlfile.short(value)} is {size} bytes; a size must be at least {MIN_SIZE} bytes (one float32 "
+                        f"element) and at most {MAX_SIZE >> 30}G (one buffer of it on every rank).",
+                        'write e.g. "8K" or "1G" (raise matrix.MAX_SIZE for GPUs that hold more).')
+    return size
+
+
+def max_ranks() -> int:
+    """The CPU ranks this host may run: RANKS_PER_CPU per CPU this process may use, at most MAX_RANKS."""
+    return min(MAX_RANKS, RANKS_PER_CPU * len(os.sched_getaffinity(0)))
+
+
+def ranks_problem(ranks: int) -> str | None:
+    """Why a number of CPU ranks cannot run here (None when it can)."""
+    if 1 <= ranks <= max_ranks():
+        return None
+    return (f"{ranks} ranks cannot run here: at least 1 and at most {max_ranks()} "
+            f"({RANKS_PER_CPU} per CPU of this host's {len(os.sched_getaffinity(0))}, never more than {MAX_RANKS})")
 
 
 def _parse_nccl(text: str) -> tuple[str, str]:
@@ -267,9 +363,13 @@ def _parse_nccl(text: str) -> tuple[str, str]:
 
 def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
     axes = spec.stacks
+    combinations = math.prod(len(values) for values in axes.matrix.values()) if axes.matrix else 0
+    if combinations + len(axes.include) > MAX_STACKS:
+        raise ctx.error(("stacks", "matrix"), f"makes {combinations + len(axes.include)} stacks (one image each), more "
+                        f"than the {MAX_STACKS} one matrix may have.", "split it into several matrix files.")
     for key, values in axes.matrix.items():
         if key not in STACK_KEYS:
-            raise ctx.error(("stacks", "matrix", key), f"`{key}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}.")
+            raise ctx.error(("stacks", "matrix", key), f"`{plain(key)}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}.")
         if not values:
             raise ctx.error(
                 ("stacks", "matrix", key),
@@ -281,12 +381,12 @@ def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
             for key in entry:
                 if key not in STACK_KEYS:
                     raise ctx.error(
-                        ("stacks", section, i, key), f"`{key}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}."
+                        ("stacks", section, i, key), f"`{plain(key)}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}."
                     )
     for i, entry in enumerate(spec.exclude):
         for key in entry:
             if key not in CELL_KEYS:
-                raise ctx.error(("exclude", i, key), f"`{key}` is not a cell key.", f"use one of: {', '.join(CELL_KEYS)}.")
+                raise ctx.error(("exclude", i, key), f"`{plain(key)}` is not a cell key.", f"use one of: {', '.join(CELL_KEYS)}.")
     for key in ("variants", "launchers"):
         if not getattr(spec, key):
             raise ctx.error((key,), "is an empty list, which would make zero cells.", "list at least one, or remove the key.")
@@ -301,10 +401,10 @@ def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
     for name, vdef in spec.define.variants.items():
         loc = ("define", "variants", name)
         if not _VARIANT_RE.match(name):
-            raise ctx.error(loc, f"variant name `{name}` is not usable in cell ids.", "use lower-case letters, digits and '-'.")
+            raise ctx.error(loc, f"variant name `{plain(name)}` is not usable in cell ids.", "use lower-case letters, digits and '-'.")
         for var in vdef.env:
             if not _ENV_RE.match(var):
-                raise ctx.error(loc + ("env", var), f"`{var}` is not an environment variable name.", "use letters, digits and '_'.")
+                raise ctx.error(loc + ("env", var), f"`{plain(var)}` is not an environment variable name.", "use letters, digits and '_'.")
         env = tuple(sorted((k, str(v)) for k, v in vdef.env.items()))
         defined[name] = Variant(name, env, vdef.description)
     used = {}
@@ -314,7 +414,7 @@ def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
             fix = (f"did you mean `{hint[0]}`? " if hint else "") + (
                 f"Define it under `define.variants` or use one of: {', '.join(defined)}."
             )
-            raise ctx.error(("variants", i), f"variant `{name}` is used but not defined.", fix)
+            raise ctx.error(("variants", i), f"variant `{plain(name)}` is used but not defined.", fix)
         used[name] = defined[name]
     return used
 
@@ -348,27 +448,27 @@ def template_path(name: str) -> Path:
 def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
     missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
     if missing:
-        raise ctx.error(loc, f"a stack {raw} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
-    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)):
+        raise ctx.error(loc, f"a stack {plain(raw)} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
+    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)) + (("python",) if "python" in raw else ()):
         if not _VERSION_RE.match(raw[key]):
-            raise ctx.error(loc, f"`{key}: {raw[key]}` is not a version.", 'write it like "2.5.1" (cuda may also be "cpu").')
+            raise ctx.error(loc, f"`{key}: {plain(raw[key])}` is not a version.", 'write it like "2.5.1" (cuda may also be "cpu").')
     try:
         nccl, via = _parse_nccl(raw.get("nccl", "bundled"))
     except ValueError:
         raise ctx.error(
-            loc, f"`nccl: {raw.get('nccl')}` is not understood.", 'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".'
+            loc, f"`nccl: {plain(raw.get('nccl'))}` is not understood.", 'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".'
         ) from None
     cpu = raw["cuda"] == "cpu"
     base = raw.get("base") or ("harness-base:bookworm" if cpu else f"nvidia/cuda:{raw['cuda']}-runtime-ubuntu22.04")
     python = raw.get("python") or compat.python_of_base(base)
     if not python:
-        raise ctx.error(loc, f"the Python of base image `{base}` is not known.", 'add `python: "3.x"` to that stack.')
+        raise ctx.error(loc, f"the Python of base image `{plain(base)}` is not known.", 'add `python: "3.x"` to that stack.')
     template = raw.get("template") or ("cpu" if cpu else "cuda")
-    if not template_path(template).is_file():
+    if not _TEMPLATE_RE.match(template) or not template_path(template).is_file():
         have = sorted(p.name.split(".")[0] for p in IMAGES_DIR.glob("*.Dockerfile.j2"))
         raise ctx.error(
             loc,
-            f"template `{template}` does not exist (no {IMAGES_DIR.name}/{template}.Dockerfile.j2).",
+            f"template `{plain(template)}` does not exist (no {IMAGES_DIR.name}/{plain(template)}.Dockerfile.j2).",
             f"use one of: {', '.join(have)}, or add that file.",
         )
     index = raw.get("torch_index") or (
@@ -398,20 +498,19 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
                 "torch_index or template), so their cells could not be told apart.",
                 "keep one of them, or put them in separate matrix files.",
             )
+    if len(stacks) * len(variants) * len(spec.launchers) > MAX_CELLS:
+        raise ctx.error(("stacks",), f"{len(stacks)} stacks x {len(variants)} variants x {len(spec.launchers)} launchers "
+                        f"make more than the {MAX_CELLS} cells one matrix may have.", "split it into several matrix files.")
     cells: dict[str, Cell] = {}
     for stack in stacks.values():
         reason = compat.why_not(stack)
         for variant, launcher in itertools.product(variants.values(), spec.launchers):
             cell = Cell(stack, variant, launcher, reason)
-            if any(matches(cell.fields(), e) for e in spec.exclude):
+            fields = cell.fields()
+            if any(matches(fields, e) for e in spec.exclude):
                 continue
             cells[cell.id] = cell
-    sizes = []
-    for i, size in enumerate(spec.bandwidth.sizes):
-        try:
-            sizes.append(parse_size(size))
-        except ValueError:
-            raise ctx.error(("bandwidth", "sizes", i), f"`{size}` is not a size.", 'write bytes or e.g. "64K", "256M", "1G".') from None
+    sizes = [_size(size, ("bandwidth", "sizes", i), ctx) for i, size in enumerate(spec.bandwidth.sizes)]
     return Matrix(
         path=path,
         sha256=sha,

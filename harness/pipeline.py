@@ -19,7 +19,7 @@ from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_O
 from .matrix import Cell, Matrix
 from .record import FAILED, CellFields, build_error, not_applicable
 from .progress import Progress
-from .selection import Selection, check_gpus, resolve
+from .selection import Selection, check_gpus, check_ranks, check_timeouts, resolve
 
 EXIT_INTERRUPTED = 130
 
@@ -51,27 +51,12 @@ def checked_build_options(options: images.BuildOptions, jobs: int) -> images.Bui
     return replace(options, wheelhouse=options.wheelhouse.resolve()) if options.wheelhouse else options
 
 
-def parse_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.Timeouts:
-    """--timeout prepare=300 --timeout cell=3600 over the matrix file's values."""
-    values = base.model_dump()
-    for item in overrides:
-        key, _, seconds = item.partition("=")
-        try:
-            number = float(seconds)
-        except ValueError:
-            number = -1.0
-        if key not in values or number <= 0:
-            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)} and "
-                               "SECONDS > 0. Fix: e.g. --timeout prepare=300.")
-        values[key] = number
-    return matrix.Timeouts(**values)
-
-
 def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]:
     """Every flag checked before anything starts; returns the options made absolute and the GPU ids."""
     gpus = check_gpus(opts.gpus)
-    if opts.ranks is not None and opts.ranks < 1:
-        raise HarnessError(f"--ranks {opts.ranks}: must be at least 1. Fix: e.g. --ranks 2.")
+    check_ranks(opts.ranks)
+    if opts.run_id is not None:
+        results.check_run_id(opts.run_id)
     if opts.retries < 0:
         raise HarnessError(f"--retries {opts.retries}: must be 0 or more. Fix: e.g. --retries 1.")
     return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
@@ -104,7 +89,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     opts, gpus = _check_options(opts)
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
-    m = replace(m, timeouts=parse_timeouts(opts.timeouts, m.timeouts))
+    m = replace(m, timeouts=check_timeouts(opts.timeouts, m.timeouts))
     engine = engines.choose(opts.engine, progress)
     reaper.sweep(progress, engine if isinstance(engine, DockerEngine) else None)  # before anything is measured
     engine.preflight(progress)

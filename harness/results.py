@@ -9,6 +9,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -26,6 +27,10 @@ SCHEMA_VERSION = 1
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
+# A run id is a folder name under --results, never a path: issue 14 saw `../../escape1` and absolute ids
+# written outside --results, `.` write into the results root, a newline accepted, and the rerun cleanup
+# delete cells/<cell>/attempt-N under whatever the id resolved to.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def new_run_id() -> str:
@@ -52,10 +57,22 @@ def write_error(path: Path | str, exc: OSError) -> WriteError:
     return WriteError(f"cannot write {path} ({exc.strerror or exc}). Fix: {fix}.")
 
 
+def check_run_id(run_id: str, flag: str = "--run-id") -> str:
+    """The run id itself, or bad input naming the flag: letters, digits, '.', '_', '-', at most 100,
+    starting with a letter or digit (so never `.`, `..`, a path, or a hidden folder)."""
+    if not RUN_ID.fullmatch(run_id):
+        shown = repr(run_id) if len(run_id) <= 60 else repr(run_id[:57]) + "..."
+        raise HarnessError(f"{flag} {shown}: a run id is a folder name under --results, not a path: letters, digits, "
+                           "'.', '_' and '-', at most 100, starting with a letter or digit. "
+                           f"Fix: e.g. {flag} before-driver-upgrade (or leave it out for a timestamped one).")
+    return run_id
+
+
 def run_dir(results: Path, run_id: str) -> Path:
-    """Create (or reuse) results/<run-id> and try a real write of a realistic size there: a folder that
-    cannot take a run's files is said now, not after the first cell (a WriteError, exit 4)."""
-    path = Path(results) / run_id
+    """Create (or reuse) results/<run-id> and try a real write of a realistic size there: a run id that is
+    not a name is bad input (exit 2); a folder that cannot take a run's files is said now, not after the
+    first cell (a WriteError, exit 4)."""
+    path = Path(results) / check_run_id(run_id)
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
@@ -147,7 +164,7 @@ def write_text(path: Path, text: str) -> None:
 
 
 def cell_dir(results: Path, run_id: str, cell_id: str) -> Path:
-    path = Path(results) / run_id / "cells" / cell_id
+    path = Path(results) / check_run_id(run_id) / "cells" / cell_id
     make_dir(path)
     return path
 
@@ -216,10 +233,11 @@ def resolve_run(results: Path, run: str | None) -> Path:
         if not known:
             raise HarnessError(f"{results}: no runs yet. Fix: run `invoke matrix` first, or pass --results DIR.")
         return Path(results) / known[-1]
-    if run in known:
+    if run in known:  # the folder names under `results`: a path or `..` is never among them
         return Path(results) / run
     listing = ", ".join(known[-10:]) if known else "none"
-    raise HarnessError(f"run `{run}` not found in {results} (runs there: {listing}). Fix: pass one of those ids or a run folder.")
+    shown = f"`{run}`" if RUN_ID.fullmatch(run) else repr(run[:60])
+    raise HarnessError(f"run {shown} not found in {results} (runs there: {listing}). Fix: pass one of those ids or a run folder.")
 
 
 def upgrade(record: dict[str, Any], where: str) -> dict[str, Any]:

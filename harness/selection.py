@@ -1,5 +1,6 @@
-"""What the user selected: the matrix file (GPU or CPU by default), the --only/--exclude filters, and
-the GPU ids of --gpus, each checked before anything starts and each bad value named with its flag."""
+"""What the user selected: the matrix file (GPU or CPU by default), the --only/--exclude filters, the
+GPU ids of --gpus, and the numbers of --ranks and --timeout, each checked before anything starts and
+each bad value named with its flag. The bounds are the matrix file's own (harness/matrix.py)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,32 @@ def check_gpus(requested: str | None) -> tuple[str, ...]:
         raise HarnessError(f"--gpus {requested}: GPU {','.join(missing)} does not exist here (present: {have}). "
                            "Fix: pick from the present ones, or `all`.")
     return ids
+
+
+def check_ranks(ranks: int | None) -> int | None:
+    """--ranks N within what this host can run (the bound of the matrix file's `ranks`)."""
+    problem = None if ranks is None else matrix.ranks_problem(ranks)
+    if problem:
+        raise HarnessError(f"--ranks {ranks}: {problem}. Fix: e.g. --ranks 2, or at most --ranks {matrix.max_ranks()}.")
+    return ranks
+
+
+def check_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.Timeouts:
+    """--timeout prepare=300 --timeout cell=3600 over the matrix file's values; each PHASE=SECONDS
+    checked like the file's `timeouts:` (finite, above 0, at most a week)."""
+    values = base.model_dump()
+    for item in overrides:
+        key, _, text = item.partition("=")
+        if key not in values:
+            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)}. "
+                               "Fix: e.g. --timeout prepare=300.")
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with SECONDS a number. "
+                               f"Fix: e.g. --timeout {key}=300.") from None
+        problem = matrix.timeout_problem(seconds)
+        if problem:
+            raise HarnessError(f"--timeout {item}: {problem}. Fix: e.g. --timeout {key}=300.")
+        values[key] = seconds
+    return matrix.Timeouts(**values)
