@@ -17,7 +17,7 @@ INDEX = "index.md"
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "host"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "host"  # never "." or "..": a folder of --to
 
 
 def figure(data: RunData) -> Any:
