@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
+from .workload.redact import shown_env
 from .kinds import (BUILD_STATUSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED,
                     NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES,
                     BuildStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
@@ -195,7 +196,7 @@ class CellRecord:
         """The record of a matrix cell (results.save_record writes it)."""
         if image is not None and not isinstance(image, ImageRef):
             image = ImageRef.from_json(image)
-        return cls(CellFields.from_cell(cell), outcome, cell.variant.env_dict, image, tuple(attempts))
+        return cls(CellFields.from_cell(cell), outcome, shown_env(cell.variant.env_dict), image, tuple(attempts))
 
     def to_json(self) -> dict[str, Any]:
         return {"cell": self.cell.to_json(), "env": dict(self.env),
