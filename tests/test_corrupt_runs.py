@@ -220,3 +220,26 @@ def _env() -> dict[str, str]:
     import os
 
     return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def test_resume_runs_a_cell_with_a_corrupt_record_again_and_says_so(tmp_path):
+    pytest.importorskip("torch")
+    from harness import matrix
+    from harness.engines import host
+
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    cell = next(c for c in host.host_cells(m, host.host_stack()) if c.variant.name == "default" and c.launcher == "accelerate")
+    run = tmp_path / "R"
+    (run / "cells" / cell.id).mkdir(parents=True)
+    (run / "cells" / cell.id / "record.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    (run / "run.json").write_text(json.dumps({"schema": 1, "host": ["a", "b"]}))
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix",
+                           str(matrix.DEFAULT_CPU_MATRIX), "--only", "variant=default", "--exclude", "launcher=torchrun",
+                           "--results", str(tmp_path), "--run-id", "R", "--resume"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env={**_env(), "HARNESS_HINTS": str(HINTS)})
+    assert proc.returncode == EXIT_OK and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert (f"--resume: corrupt record cells/{cell.id}/record.json: JSON nested too deeply (more than 64 levels); "
+            "the cell runs again") in proc.stderr
+    assert "--resume: corrupt record run.json: host should be an object, not list" in proc.stderr
+    data = results.load_run(run)
+    assert data.problems == {} and data.records[cell.id].status == "pass"

@@ -15,7 +15,7 @@ import socket
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from .redact import is_safe, shown
+from .redact import shown
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "ACCELERATE_")
 # ACCELERATE_* that a user may export by hand; the launcher sets others (MIXED_PRECISION, ...)
@@ -254,9 +254,9 @@ def nccl_env_changed(expected: Mapping[str, Optional[str]],
     for name, want in expected.items():
         want_s = None if want is None else str(want)
         have = environ.get(name)
-        if not is_safe(name) and have is not None:
-            continue  # the host passes such values masked: present is all it can expect, or say
-        if have != want_s:
+        # the host passes values as redact.shown writes them: compare them so (a masked value present
+        # is all it can expect; a URL's credentials were stripped)
+        if shown(name, have) != shown(name, want_s):
             changed[name] = {"expected": shown(name, want_s), "actual": shown(name, have)}
     for name in sorted(environ):
         if name.startswith("NCCL_") and name not in expected and name not in _NCCL_NOT_SETTINGS:
