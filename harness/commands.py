@@ -20,6 +20,7 @@ from .pipeline import MatrixOptions, checked_build_options
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .selection import Selection, resolve
+from .workload.redact import shown_env
 
 __all__ = ["Selection", "MatrixOptions", "run_matrix", "list_cells", "build", "base_image", "report", "compare",
            "publish", "doctor", "clean"]
@@ -36,7 +37,8 @@ def list_cells(selection: Selection, as_json: bool = False) -> int:
     na = [c for c in cells if c.na_reason is not None]
     if as_json:
         json.dump(
-            [c.fields() | {"na_reason": c.na_reason, "env": c.variant.env_dict} for c in cells], sys.stdout, indent=1
+            [c.fields() | {"na_reason": c.na_reason, "env": shown_env(c.variant.env_dict)} for c in cells], sys.stdout,
+            indent=1
         )
         print()
         return EXIT_OK
@@ -44,7 +46,7 @@ def list_cells(selection: Selection, as_json: bool = False) -> int:
     print(f"{m.path.name}: {len(cells)} cells, {len(runnable)} to run on {len(stacks)} images, {len(na)} n/a")
     width = max(len(c.id) for c in cells)
     for cell in runnable:
-        env = " ".join(f"{k}={v}" for k, v in cell.variant.env) or "-"
+        env = " ".join(report_mod.assignment(k, v) for k, v in cell.variant.env) or "-"
         print(f"  {cell.id:<{width}}  {env}")
     if na:
         print("n/a (these combinations do not exist; listed, never run):")

@@ -101,6 +101,7 @@ class Diff:
     missing: list[str] = field(default_factory=list)
     fingerprint: list[str] = field(default_factory=list)
     changes: list[BusbwChange] = field(default_factory=list)  # every busbw change beyond the threshold
+    unreadable: list[str] = field(default_factory=list)  # missing or corrupt records of either run, named
     unchanged: int = 0
 
     @property
@@ -170,7 +171,8 @@ def busbw_change(cell_id: str, old: CellRecord, cur: CellRecord, threshold: floa
 def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
     """Pure comparison; `threshold` is the relative change of median busbw that counts, where the noise
     of both runs allows (see BusbwChange.verdict)."""
-    d = Diff()
+    d = Diff(unreadable=[f"{side} `{run.run_id}`: `{name}`: {problem}" for side, run in (("base", base), ("new", new))
+                         for name, problem in run.problems.items()])
     base_pools = _pools(base)
     for cell_id in sorted(set(base.records) | set(new.records)):
         old, cur = base.records.get(cell_id), new.records.get(cell_id)
@@ -183,7 +185,7 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         a, b = _status(old), _status(cur)
         changed = False
         if a != b:  # outcome changes always count
-            line = f"`{cell_id}`: {a} → {b}" + (f" ({esc(cur.reason or '')})" if b not in GOOD else "")
+            line = f"`{cell_id}`: {a} → {b}" + (f" ({cur.reason or ''})" if b not in GOOD else "")
             (d.improvements if b in GOOD and a not in GOOD else d.regressions).append(line)
             changed = True
         elif a in MEASURED:
@@ -227,12 +229,13 @@ def _rule(threshold: float, changes: Iterable[BusbwChange]) -> str:
 
 
 def render(base: RunData, new: RunData, d: Diff, threshold: float) -> str:
-    lines = [f"# Compare `{base.run_id}` → `{new.run_id}`", "",
+    lines = [esc(f"# Compare `{base.run_id}` → `{new.run_id}`"), "",
              _rule(threshold, d.changes) + " " + ("**Regressed.**" if d.regressed else "Nothing regressed."), ""]
     for title, items in (("Regressions", d.regressions), ("Missing cells", d.missing),
                          ("Improvements", d.improvements), ("Within noise (not counted)", d.within_noise),
-                         ("Added cells", d.added), ("Fingerprint differences", d.fingerprint)):
+                         ("Added cells", d.added), ("Fingerprint differences", d.fingerprint),
+                         ("Unreadable records (compared as missing)", d.unreadable)):
         if items:
-            lines += [f"## {title}", ""] + [f"- {item}" for item in items] + [""]
+            lines += [f"## {title}", ""] + [f"- {esc(item)}" for item in items] + [""]
     lines.append(f"{d.unchanged} cell(s) unchanged" + (f" ({len(d.within_noise)} within noise)." if d.within_noise else "."))
     return "\n".join(lines) + "\n"

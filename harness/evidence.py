@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from .kinds import ENDED_BY, STARTUP, EndedBy
@@ -23,20 +23,14 @@ def _map(obj: Any) -> Mapping[str, Any]:
     return obj if isinstance(obj, Mapping) else {}
 
 
-def _str(obj: Any) -> str | None:
-    return obj if isinstance(obj, str) and obj else None
-
-
 def _int(obj: Any) -> int | None:
     return obj if isinstance(obj, int) and not isinstance(obj, bool) else None
 
 
 def _num(obj: Any) -> float | None:
-    return obj if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
-
-
-def _strs(obj: Any) -> tuple[str, ...]:
-    return tuple(x for x in obj if isinstance(x, str) and x) if isinstance(obj, list) else ()
+    """A finite number (JSON allows NaN and Infinity through Python's json; no measurement is either)."""
+    ok = isinstance(obj, int) and not isinstance(obj, bool) or isinstance(obj, float) and math.isfinite(obj)
+    return obj if ok else None
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -58,7 +52,8 @@ def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     if value is None:
         return None
     types, name = _KINDS[kind]
-    if not isinstance(value, types) or (kind in (float, int) and isinstance(value, bool)):
+    if not isinstance(value, types) or (kind in (float, int) and isinstance(value, bool)) or (
+            kind is float and _num(value) is None):
         raise RecordError(f"{_at(where, key)} should be {name}, not {_shown(value)}")
     return value
 
@@ -70,13 +65,94 @@ def _shown(value: Any) -> str:
 
 
 def _at(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
+    return f"{where}.{key}" if where and key else where or key
 
 
 def _object(data: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise RecordError(f"{where or 'the record'} should be an object, not {_shown(data)}")
     return data
+
+
+def _one_of(data: Mapping[str, Any], key: str, values: tuple[str, ...], where: str) -> Any:
+    """data[key], a string of the closed set `values` (kinds.py), or None; RecordError otherwise."""
+    value = _field(data, key, str, where)
+    if value is not None and value not in values:
+        raise RecordError(f"{_at(where, key)} {value!r} is not one of {', '.join(values)}")
+    return value
+
+
+# The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
+# fastest busbw measured here is 341 GB/s (2x H200 over NVLink, docs/benchmarks.md) and the workload's
+# sizes fit in one GPU's memory (141 GB on an H200): a thousand times either is no measurement.
+MAX_BYTES = 1 << 47  # 128 TiB
+MAX_GBS = 1e6
+MAX_SECONDS = 1e7  # four months: past any cell's hard cap
+
+
+class _Facts:
+    """Facts read out of one JSON object of the evidence. Tolerant (where=None): a fact that is missing
+    or of the wrong type reads as None, so readers never raise. Strict (where set, at load): a fact of
+    the wrong type, or a number out of range, is a RecordError that says where it is and what is wrong."""
+
+    def __init__(self, data: Any, where: str | None = None) -> None:
+        if where is not None and data is not None:
+            _object(data, where)
+        self.data, self.where = _map(data), where
+
+    def _bad(self, key: str, value: Any, should: str) -> None:
+        if self.where is not None and value is not None:
+            raise RecordError(f"{_at(self.where, key)} should be {should}, not {_shown(value)}")
+        return None
+
+    def at(self, key: str) -> str | None:
+        return None if self.where is None else _at(self.where, key)
+
+    def str(self, key: str) -> str | None:
+        value = self.data.get(key)
+        return (value or None) if isinstance(value, str) else self._bad(key, value, "a string")
+
+    def text(self, key: str) -> str | None:
+        """A string kept as written (an empty one too)."""
+        value = self.data.get(key)
+        return value if isinstance(value, str) else self._bad(key, value, "a string")
+
+    def int(self, key: str, low: int = -(1 << 63), high: int = 1 << 63) -> int | None:
+        value = self.data.get(key)
+        return value if _int(value) is not None and low <= value <= high else self._bad(
+            key, value, f"an integer from {low} to {high}")
+
+    def num(self, key: str, high: float = math.inf) -> float | None:
+        value = self.data.get(key)
+        return value if _num(value) is not None and 0 <= value <= high else self._bad(
+            key, value, f"a number from 0 to {high:g}")
+
+    def nums(self, key: str, high: float = math.inf) -> tuple[float, ...]:
+        items = self.list(key)
+        return tuple(float(v) for v in (_Facts({"": x}, self.at(f"{key}[{i}]")).num("", high)
+                                         for i, x in enumerate(items)) if v is not None)
+
+    def strs(self, key: str) -> tuple[str, ...]:
+        items = self.list(key)
+        return tuple(v for v in (_Facts({"": x}, self.at(f"{key}[{i}]")).text("") for i, x in enumerate(items)) if v is not None)
+
+    def list(self, key: str) -> list[Any]:
+        value = self.data.get(key)
+        return value if isinstance(value, list) else self._bad(key, value, "a list") or []
+
+    def obj(self, key: str) -> _Facts:
+        value = self.data.get(key)
+        if not isinstance(value, Mapping):
+            self._bad(key, value, "an object")
+        return _Facts(value, self.at(key))
+
+    def objs(self, key: str) -> list[_Facts]:
+        """The objects of a list (strict: every item must be one)."""
+        return [f for f in (_Facts(x, self.at(f"{key}[{i}]")) for i, x in enumerate(self.list(key))) if f.data]
+
+    def named(self, key: str) -> dict[str, Any]:
+        """An object's entries with string keys (JSON keys always are)."""
+        return {k: v for k, v in self.obj(key).data.items() if isinstance(k, str)}
 
 
 # ---------------------------------------------------------------- views of the raw evidence
@@ -101,31 +177,43 @@ class Fingerprint:
     """What rank 0 saw inside the container after the launcher ran (the workload's fingerprint phase)."""
 
     data: Mapping[str, Any] = field(default_factory=dict)
+    where: str | None = field(default=None, compare=False)  # set: read strictly (RawAttempt.validate)
 
     def __bool__(self) -> bool:
         return bool(self.data)
 
     @property
+    def _facts(self) -> _Facts:
+        return _Facts(self.data, self.where)
+
+    def validate(self) -> None:
+        """Read every fact strictly: RecordError for the first of the wrong type (load_run's check)."""
+        for name in ("torch", "accelerate", "nccl_compiled", "nccl_loaded", "nccl_path", "driver", "gpu_names",
+                     "gpu_count", "shm_bytes", "memlock_soft", "peer_access", "env", "env_changed", "launcher"):
+            getattr(self, name)
+        self.nccl_how(None)
+
+    @property
     def torch(self) -> str | None:
-        return _str(self.data.get("torch"))
+        return self._facts.str("torch")
 
     @property
     def accelerate(self) -> str | None:
-        return _str(self.data.get("accelerate"))
+        return self._facts.str("accelerate")
 
     @property
     def nccl_compiled(self) -> str | None:
-        return _str(self.data.get("nccl_compiled"))
+        return self._facts.str("nccl_compiled")
 
     @property
     def nccl_loaded(self) -> str | None:
         """The NCCL version the rank really loaded (ncclGetVersion on the mapped library)."""
-        return _str(_dig(self.data, "nccl_loaded", "version"))
+        return self._facts.obj("nccl_loaded").str("version")
 
     @property
     def nccl_path(self) -> str | None:
         """The file of the libnccl the rank really used."""
-        return _str(_dig(self.data, "nccl_loaded", "path"))
+        return self._facts.obj("nccl_loaded").str("path")
 
     def nccl_how(self, asked: str | None) -> str | None:
         """How the NCCL the rank used got there, from what it mapped: torch's own wheel (bundled), a
@@ -136,24 +224,23 @@ class Fingerprint:
             return None
         if "/nvidia/nccl/" in path:  # a pip wheel (nvidia-nccl-cuXX), torch's RPATH dependency
             return "pip" if asked == "pip" else "bundled"
-        mapped = _dig(self.data, "nccl_loaded", "all")
-        over_torch = isinstance(mapped, list) and any("/nvidia/nccl/" in str(_dig(e, "path")) for e in mapped)
+        mapped = self._facts.obj("nccl_loaded").objs("all")
+        over_torch = any("/nvidia/nccl/" in (e.str("path") or "") for e in mapped)
         if asked == "system":
             return "system"
         return "system, LD_PRELOAD by the host" if over_torch else "system"
 
     @property
     def driver(self) -> str | None:
-        return _str(_dig(self.data, "driver", "version"))
+        return self._facts.obj("driver").str("version")
 
     @property
     def gpu_names(self) -> tuple[str, ...]:
-        gpus = self.data.get("gpus")
-        return tuple(n for n in (_str(_dig(g, "name")) for g in (gpus if isinstance(gpus, list) else [])) if n)
+        return tuple(n for n in (g.str("name") for g in self._facts.objs("gpus")) if n)
 
     @property
     def device_count(self) -> int | None:
-        return _int(self.data.get("device_count"))
+        return self._facts.int("device_count", 0, 1 << 16)
 
     @property
     def gpu_count(self) -> int | None:
@@ -164,34 +251,35 @@ class Fingerprint:
 
     @property
     def shm_bytes(self) -> int | None:
-        return _int(_dig(self.data, "shm", "bytes"))
+        return self._facts.obj("shm").int("bytes", 0)
 
     @property
     def memlock_soft(self) -> float | None:
         """The soft memlock limit in bytes; math.inf for "unlimited"."""
-        soft = _dig(self.data, "memlock", "soft")
-        return math.inf if soft == "unlimited" else _int(soft)
+        memlock = self._facts.obj("memlock")
+        return math.inf if memlock.data.get("soft") == "unlimited" else memlock.int("soft", 0)
 
     @property
     def peer_access(self) -> tuple[PeerAccess, ...]:
-        rows = self.data.get("peer_access")
-        return tuple(PeerAccess(_int(r.get("src")), _int(r.get("dst")), r.get("claimed"), r.get("verified"))
-                     for r in (rows if isinstance(rows, list) else []) if isinstance(r, Mapping))
+        return tuple(PeerAccess(r.int("src", 0), r.int("dst", 0), r.data.get("claimed"), r.data.get("verified"))
+                     for r in self._facts.objs("peer_access"))
 
     @property
     def env(self) -> dict[str, Any]:
-        """The NCCL_*, TORCH_*, CUDA_*, ACCELERATE_* variables the rank saw (secrets masked)."""
-        return {k: v for k, v in _map(self.data.get("env")).items() if isinstance(k, str)}
+        """The variables the rank saw (values masked by harness/workload/redact.py)."""
+        facts = self._facts.obj("env")
+        return {k: facts.text(k) for k in facts.data if isinstance(k, str)}
 
     @property
     def env_changed(self) -> dict[str, EnvChange]:
         """Variables the launcher changed: name -> (what the harness asked for, what the rank saw)."""
-        return {k: EnvChange(_dig(v, "expected"), _dig(v, "actual"))
-                for k, v in _map(self.data.get("nccl_env_changed")).items() if isinstance(k, str)}
+        changed = self._facts.obj("nccl_env_changed")
+        return {k: EnvChange(c.text("expected"), c.text("actual"))
+                for k, c in ((k, changed.obj(k)) for k in changed.data if isinstance(k, str))}
 
     @property
     def launcher(self) -> str | None:
-        return _str(self.data.get("launcher"))
+        return self._facts.str("launcher")
 
 
 @dataclass(frozen=True)
@@ -214,15 +302,23 @@ class BandwidthRow:
     iters: int | None = None
 
     @classmethod
-    def of(cls, data: Any) -> BandwidthRow:
-        """A row as the workload wrote it (any version); a value missing or of the wrong type is None/empty."""
-        data = _map(data)
-        trials = data.get("busbw_trials")
-        return cls(_int(data.get("bytes")) or 0, _num(data.get("time_s")) or 0.0, _num(data.get("algbw_gbs")) or 0.0,
-                   _num(data.get("busbw_gbs")) or 0.0, _num(data.get("first_call_s")) or 0.0,
-                   tuple(float(t) for t in (trials if isinstance(trials, list) else []) if _num(t) is not None),
-                   _num(data.get("busbw_min")), _num(data.get("busbw_max")), _num(data.get("eager_us")),
-                   _str(data.get("timing")), _int(data.get("wrong")), _int(data.get("iters")))
+    def of(cls, data: Any, where: str | None = None) -> BandwidthRow:
+        """A row as the workload wrote it (any version); a value missing or of the wrong type is None/empty,
+        or with `where`, a RecordError (a size or bandwidth out of range, a median outside its trials)."""
+        f = _Facts(data, where)
+        row = cls(f.int("bytes", 1, MAX_BYTES) or 0, f.num("time_s", MAX_SECONDS) or 0.0,
+                  f.num("algbw_gbs", MAX_GBS) or 0.0, f.num("busbw_gbs", MAX_GBS) or 0.0,
+                  f.num("first_call_s", MAX_SECONDS) or 0.0, f.nums("busbw_trials", MAX_GBS),
+                  f.num("busbw_min", MAX_GBS), f.num("busbw_max", MAX_GBS), f.num("eager_us"), f.str("timing"),
+                  f.int("wrong", 0), f.int("iters", 0))
+        if where is not None and row.busbw_min is not None and row.busbw_max is not None \
+                and not row.busbw_min <= row.busbw_gbs <= row.busbw_max:
+            raise RecordError(f"{where}: busbw_gbs {row.busbw_gbs:g} lies outside its trials' "
+                              f"{row.busbw_min:g}-{row.busbw_max:g}")
+        if row.spread is None or where is not None:
+            return row
+        low, high = row.spread  # tolerant: a median outside its trials' range would draw a negative error bar
+        return row if low <= row.busbw_gbs <= high else replace(row, busbw_min=None, busbw_max=None, busbw_trials=())
 
     @property
     def trials(self) -> int:
@@ -271,13 +367,15 @@ class NcclSummary:
     errors: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, data: Any) -> NcclSummary:
-        data = _map(data)
-        transports = data.get("transports")
-        return cls(_str(data.get("version")),
+    def of(cls, data: Any, where: str | None = None) -> NcclSummary:
+        f = _Facts(data, where)
+        transports = f.data.get("transports")  # kind -> count, or a list of kinds
+        if not isinstance(transports, (Mapping, list)):
+            f._bad("transports", transports, "an object or a list")
+        env = f.obj("env")
+        return cls(f.str("version"),
                    tuple(k for k in (transports if isinstance(transports, (Mapping, list)) else ()) if isinstance(k, str)),
-                   {k: v for k, v in _map(data.get("env")).items() if isinstance(k, str)},
-                   _strs(data.get("warnings")), _strs(data.get("errors")))
+                   {k: env.text(k) for k in env.data if isinstance(k, str)}, f.strs("warnings"), f.strs("errors"))
 
 
 @dataclass(frozen=True)
@@ -304,15 +402,14 @@ class RankSummary:
     result: Mapping[str, Any] | None = None  # the workload's result event, when the rank got to the end
 
     @classmethod
-    def of(cls, data: Any) -> RankSummary:
-        data = _map(data)
-        error = data.get("error")
-        result = data.get("result")
-        return cls(_str(data.get("phase")), _strs(data.get("phases_done")),
-                   RankError(_str(error.get("phase")), _str(error.get("error_class")), _str(error.get("type")),
-                             error.get("message") if isinstance(error.get("message"), str) else None,
-                             _num(error.get("wall"))) if isinstance(error, Mapping) and error else None,
-                   result if isinstance(result, Mapping) and result else None)
+    def of(cls, data: Any, where: str | None = None) -> RankSummary:
+        f = _Facts(data, where)
+        error, result = f.obj("error"), f.obj("result")
+        result.int("wrong_total", 0), result.num("largest_busbw_gbs", MAX_GBS)  # strict: what readers take
+        return cls(f.str("phase"), f.strs("phases_done"),
+                   RankError(error.str("phase"), error.str("error_class"), error.str("type"), error.text("message"),
+                             error.num("wall")) if error.data else None,
+                   result.data or None)
 
     @property
     def wrong_total(self) -> int:
@@ -339,15 +436,14 @@ class Stall:
                                "why_behind": {str(k): v for k, v in self.why_behind.items()}}
 
     @classmethod
-    def of(cls, data: Any) -> Stall:
-        data = _map(data)
-        behind = data.get("ranks_behind")
-        why = _map(data.get("why_behind"))
-        return cls(_str(data.get("phase")) or STARTUP, _num(data.get("threshold")) or 0.0,
-                   _num(data.get("since_progress")) or 0.0,
-                   tuple(r for r in (behind if isinstance(behind, list) else []) if _int(r) is not None),
-                   {int(k): str(v) for k, v in why.items() if isinstance(k, str) and k.isdigit()},
-                   data.get("cap") is True)
+    def of(cls, data: Any, where: str | None = None) -> Stall:
+        f = _Facts(data, where)
+        behind = [_Facts({"": r}, f.at(f"ranks_behind[{i}]")).int("", 0) for i, r in enumerate(f.list("ranks_behind"))]
+        why = f.obj("why_behind")
+        return cls(f.str("phase") or STARTUP, f.num("threshold") or 0.0, f.num("since_progress") or 0.0,
+                   tuple(r for r in behind if r is not None),
+                   {int(k): why.text(k) or "" for k in why.data if isinstance(k, str) and k.isdigit()},
+                   f.data.get("cap") is True)
 
 
 # ---------------------------------------------------------------- one attempt
@@ -395,8 +491,28 @@ class RawAttempt:
         if values["ended_by"] not in (None, "", *ENDED_BY):
             raise RecordError(f"{_at(where, 'ended_by')} {values['ended_by']!r} is not one of {', '.join(ENDED_BY)}")
         defaults = cls()
-        return cls(**{k: (v if v is not None or k in ("exit_code", "stall", "inherited_env") else getattr(defaults, k))
-                      for k, v in values.items()})
+        raw = cls(**{k: (v if v is not None or k in ("exit_code", "stall", "inherited_env") else getattr(defaults, k))
+                     for k, v in values.items()})
+        raw.validate(where)
+        return raw
+
+    def validate(self, where: str = "raw") -> None:
+        """Read every piece of evidence a reader uses strictly: RecordError naming the first that is
+        of the wrong type or out of range (load_run reports it as a corrupt record, never a traceback)."""
+        phases = _Facts(self.phases, _at(where, "phases"))
+        for name in self.phases:
+            phases.obj(name).num("seconds", MAX_SECONDS)
+        Fingerprint(phases.obj("fingerprint").obj("fingerprint").data,
+                    _at(where, "phases.fingerprint.fingerprint")).validate()
+        bandwidth = phases.obj("bandwidth")
+        for i, row in enumerate(bandwidth.list("rows")):
+            BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
+        phases.obj("init").obj("env_set")
+        for name, kind in (("ranks", RankSummary), ("nccl", NcclSummary)):
+            for key, value in getattr(self, name).items():
+                kind.of(_object(value, _at(where, f"{name}.{key}")), _at(where, f"{name}.{key}"))
+        if self.stall is not None:
+            Stall.of(self.stall, _at(where, "stall"))
 
     # views for readers -------------------------------------------------
     @property
@@ -411,7 +527,7 @@ class RawAttempt:
     @property
     def phase_timings(self) -> dict[str, float]:
         """Seconds of every phase rank 0 finished, in order."""
-        return {p: _num(v.get("seconds")) or 0.0 for p, v in self.phases.items() if isinstance(v, Mapping)}
+        return {p: _Facts(v).num("seconds", MAX_SECONDS) or 0.0 for p, v in self.phases.items() if isinstance(v, Mapping)}
 
     @property
     def nccl_logs(self) -> dict[str, NcclSummary]:

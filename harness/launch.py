@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from .matrix import Cell, Matrix
+from .workload.redact import shown_env
 
 CONTAINER_WORKLOAD = "/opt/harness/workload/run.py"
 CONTAINER_OUT = "/out"
@@ -66,7 +67,8 @@ def launch(
     env = cell.variant.env_dict
     # what the rank should see unless the launcher changes it: the host's or image's own variables
     # under the variant's; the rank reports every difference (the launcher's doing)
-    args = workload_args(m, out, device, {**(inherited_env or {}), **env}, extra_args)
+    # the values only as they may be written down (workload/redact.py): this line is recorded with the cell
+    args = workload_args(m, out, device, {**(inherited_env or {}), **shown_env(env)}, extra_args)
     if cell.launcher == "torchrun":
         argv = [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
                 "--master_addr", "127.0.0.1", "--master_port", str(port), workload, *args]

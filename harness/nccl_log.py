@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .workload.redact import shown_env
+
 __all__ = [
     "COLLNET_PEER",
     "KIND_ORDER",
@@ -641,7 +643,7 @@ class _Parser:
             cuda=self.cuda,
             transports=tuple(transports),
             p2p_disabled=self.p2p_disabled.values(),
-            env_settings=dict(self.env),
+            env_settings=shown_env(self.env),  # NCCL logs every NCCL_ setting it reads, values included
             warnings=self.warnings.values(),
             errors=self.errors.values(),
             error_trace=self.trace.values(),

@@ -71,10 +71,15 @@ def _run_id(opts: MatrixOptions) -> str:
     return run_id
 
 
-def _already_done(run: Path) -> set[str]:
-    """Cells of an earlier attempt at this run that need no rerun (--resume)."""
+def _already_done(run: Path, progress: Progress) -> tuple[set[str], bool]:
+    """Cells of an earlier attempt at this run that need no rerun (--resume), and whether its run.json
+    can be kept. A corrupt record is not done: its cell runs again, said so; a corrupt run.json is
+    written again."""
     data = results.load_run(run)
-    return {cell_id for cell_id, record in data.records.items() if record.done}
+    for cell_id, problem in data.problems.items():
+        if cell_id == "run.json" and problem != "missing" or (run / "cells" / cell_id / "record.json").exists():
+            progress.say(f"--resume: {problem}; {'written again' if cell_id == 'run.json' else 'the cell runs again'}")
+    return {cell_id for cell_id, record in data.records.items() if record.done}, "run.json" not in data.problems
 
 
 def run(selection: Selection, opts: MatrixOptions) -> int:
@@ -142,10 +147,10 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     """Record the run's facts, then build and run every cell not yet done, each recorded as it ends."""
     run_id, gpus = ropts.run_id, ropts.gpus
     runnable = [c for c in cells if c.na_reason is None]
-    done = _already_done(run) if opts.resume else set()
+    done, keep_facts = _already_done(run, progress) if opts.resume else (set(), False)
     if done:
         progress.say(f"Resuming {run_id}: {len(done)} cell(s) already recorded are skipped.")
-    if not (opts.resume and (run / "run.json").exists()):
+    if not keep_facts:
         results.write_json(run / "run.json", {
             "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "host": hostinfo.facts(engine.facts()), "engine": engine.name, "gpus": list(gpus),

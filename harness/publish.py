@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import report
 from .errors import HarnessError
@@ -17,7 +18,7 @@ INDEX = "index.md"
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "host"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "host"  # never "." or "..": a folder of --to
 
 
 def figure(data: RunData) -> Any:
@@ -124,9 +125,10 @@ def write_index(docs: Path) -> None:
         pages = sorted((p for p in folder.glob("*.md")), reverse=True)
         if not pages:
             continue
-        lines += [f"## {folder.name}", ""]
+        lines += [f"## {report.esc(folder.name)}", ""]
         for page in pages:
-            lines.append(f"- [{page.stem}]({folder.name}/{page.name}){_summary(page.with_suffix('.json'))}")
+            link = quote(f"{folder.name}/{page.name}")
+            lines.append(f"- [{report.esc(page.stem)}]({link}){report.esc(_summary(page.with_suffix('.json')))}")
         lines.append("")
     (docs / INDEX).write_text("\n".join(lines))
 

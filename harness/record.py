@@ -22,12 +22,13 @@ wrong type reads as None or empty, never as an exception.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
-                       RawAttempt, RecordError, Stall, _at, _field, _map, _object, _str, _strs, ranges_apart)
+                       RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
+from .workload.redact import shown_env
 from .kinds import (BUILD_STATUSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED,
                     NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES,
                     BuildStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
@@ -65,8 +66,11 @@ class Outcome:
         status = data.get("status")
         if status not in STATUSES:
             raise RecordError(f"{_at(where, 'status')} {status!r} is not one of {', '.join(STATUSES)}")
-        return cls(status, _field(data, "reason", str, where) or "", _field(data, "seconds", float, where) or 0.0,
-                   _field(data, "phase", str, where), _field(data, "error_class", str, where),
+        seconds = _field(data, "seconds", float, where) or 0.0
+        if seconds < 0:
+            raise RecordError(f"{_at(where, 'seconds')} should be 0 or more, not {seconds:g}")
+        return cls(status, _field(data, "reason", str, where) or "", seconds,
+                   _one_of(data, "phase", PHASES, where), _one_of(data, "error_class", ERROR_CLASSES, where),
                    dict(_field(data, "detail", dict, where) or {}))
 
 
@@ -102,6 +106,7 @@ class CellFields:
     def from_json(cls, data: Any, where: str = "cell") -> CellFields:
         data = _object(data, where)
         known = {k: _field(data, k, str, where) for k in _CELL_KEYS}
+        known |= {k: _one_of(data, k, values, where) for k, values in (("launcher", LAUNCHERS), ("nccl_via", NCCL_VIAS))}
         return cls(**known, extra={k: v for k, v in data.items() if k not in _CELL_KEYS})
 
     def to_json(self) -> dict[str, Any]:
@@ -167,10 +172,10 @@ class AttemptRecord:
     def from_json(cls, data: Any, where: str = "attempt") -> AttemptRecord:
         data = _object(data, where)
         outcome = data.get("outcome")
-        command = _field(data, "command", list, where) or []
+        command = _Facts(data, where).strs("command")  # strict: every argument a string
         return cls(_field(data, "attempt", int, where),
                    None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
-                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), tuple(str(x) for x in command))
+                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), command)
 
 
 # ---------------------------------------------------------------- the cell record
@@ -191,7 +196,7 @@ class CellRecord:
         """The record of a matrix cell (results.save_record writes it)."""
         if image is not None and not isinstance(image, ImageRef):
             image = ImageRef.from_json(image)
-        return cls(CellFields.from_cell(cell), outcome, cell.variant.env_dict, image, tuple(attempts))
+        return cls(CellFields.from_cell(cell), outcome, shown_env(cell.variant.env_dict), image, tuple(attempts))
 
     def to_json(self) -> dict[str, Any]:
         return {"cell": self.cell.to_json(), "env": dict(self.env),
@@ -208,7 +213,7 @@ class CellRecord:
         attempts = _field(data, "attempts", list, where) or []
         return cls(CellFields.from_json({} if cell is None else cell, _at(where, "cell")),
                    None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
-                   dict(_field(data, "env", dict, where) or {}),
+                   _env(data, where),
                    ImageRef.from_json(data.get("image"), _at(where, "image")),
                    tuple(AttemptRecord.from_json(a, _at(where, f"attempts[{i}]")) for i, a in enumerate(attempts)))
 
@@ -348,6 +353,12 @@ class CellRecord:
         return (row.bytes, row.busbw_gbs) if row else None
 
 
+def _env(data: Mapping[str, Any], where: str) -> dict[str, str]:
+    """The record's `env`: variable names to string values (as the variant set them, masked)."""
+    env = _Facts(data, where).obj("env")
+    return {k: v for k, v in ((k, env.text(k)) for k in env.data) if v is not None}
+
+
 def not_applicable(cell: Cell) -> CellRecord:
     """The record of a cell that cannot exist (matrix.Cell.na_reason says why); it never runs."""
     return CellRecord.of(cell, Outcome("n/a", cell.na_reason or ""))
@@ -382,29 +393,50 @@ class RunFacts:
     cells: Mapping[str, CellFields] = field(default_factory=dict)  # id -> fields, where run.json has them
 
     @classmethod
-    def from_json(cls, run: Any) -> RunFacts:
-        """Never raises: a fact of the wrong type reads as missing."""
-        run = _map(run)
-        host = run.get("host")
-        host = {"hostname": host} if isinstance(host, str) else _map(host)
-        engine = _map(host.get("engine")) or {"name": run.get("engine")}
-        matrix = _map(run.get("matrix"))
+    def from_json(cls, run: Any, problems: list[str] | None = None) -> RunFacts:
+        """Never raises: a fact of the wrong type reads as missing, and is said in `problems` when given
+        (results.load_run names run.json as corrupt with them)."""
+        seen: list[str] = []
+        facts = cls._read(run, seen)
+        if problems is not None:
+            problems.extend(seen)
+        return facts
+
+    @classmethod
+    def _read(cls, run: Any, problems: list[str]) -> RunFacts:
+        def safe(read: Callable[[], Any], default: Any = None) -> Any:
+            try:
+                return read()
+            except RecordError as exc:
+                problems.append(str(exc))
+                return default
+
+        if not isinstance(run, Mapping):
+            problems.append(f"run.json should be an object, not {_shown(run)}")
+            run = {}
+        top = _Facts(run, "")
+        host = {"hostname": run["host"]} if isinstance(run.get("host"), str) else safe(lambda: top.obj("host").data, {})
+        h = _Facts(host, "host")
+        engine = _Facts(safe(lambda: h.obj("engine").data, {}) or {"name": run.get("engine")}, "host.engine")
+        matrix = _Facts(safe(lambda: top.obj("matrix").data, {}), "matrix")
         ids: list[str] = []
         cells: dict[str, CellFields] = {}
-        for entry in run.get("cells") if isinstance(run.get("cells"), list) else []:
+        for i, entry in enumerate(safe(lambda: top.list("cells"), [])):
+            where = f"cells[{i}]"
             if isinstance(entry, str):
                 ids.append(entry)
-            elif isinstance(entry, Mapping) and _str(entry.get("id")):
-                try:
-                    cells[entry["id"]] = CellFields.from_json(entry)
-                except RecordError:
-                    pass
-                ids.append(entry["id"])
-        return cls(_str(run.get("run_id")), _str(run.get("started")), _str(host.get("hostname")), _str(host.get("os")),
-                   _str(host.get("driver")), _strs(host.get("gpus")), _strs(run.get("gpus")),
-                   _str(engine.get("name")), _str(engine.get("version")), _strs(engine.get("runtimes")),
-                   _str(host.get("harness_version")) or _str(run.get("harness_version")), _str(host.get("git_commit")),
-                   _str(matrix.get("path")), _str(matrix.get("sha256")), tuple(dict.fromkeys(ids)), cells)
+            elif (cell_id := safe(lambda: _Facts(entry, where).str("id"))) is None:
+                problems.append(f"{where} has no cell id")
+            else:
+                ids.append(cell_id)
+                cells |= {cell_id: fields for fields in [safe(lambda: CellFields.from_json(entry, where))] if fields}
+        return cls(safe(lambda: top.str("run_id")), safe(lambda: top.str("started")), safe(lambda: h.str("hostname")),
+                   safe(lambda: h.str("os")), safe(lambda: h.str("driver")), safe(lambda: h.strs("gpus"), ()),
+                   safe(lambda: top.strs("gpus"), ()), safe(lambda: engine.str("name")),
+                   safe(lambda: engine.str("version")), safe(lambda: engine.strs("runtimes"), ()),
+                   safe(lambda: h.str("harness_version")) or safe(lambda: top.str("harness_version")),
+                   safe(lambda: h.str("git_commit")), safe(lambda: matrix.str("path")), safe(lambda: matrix.str("sha256")),
+                   tuple(dict.fromkeys(ids)), cells)
 
 
 __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase",

@@ -11,6 +11,7 @@ from typing import Any
 from . import hints
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, RunFacts, Status
 from .results import RunData
+from .workload.redact import shown
 
 SYMBOLS: dict[Status | str, str] = {  # every status, and "missing" for a record that cannot be read
     "pass": "✅ pass",
@@ -28,8 +29,16 @@ assert set(SYMBOLS) == {*STATUSES, "missing"}
 
 
 def esc(text: Any) -> str:
-    """Safe inside a GFM table cell: no pipes, no line breaks."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+    """Any text from a record as markdown that renders as that text: no raw HTML (a variant value
+    `<img src=x onerror=...>` or a reason holding `<script>` stays text), safe inside a GFM table cell
+    (no pipes, no line breaks). Applied once, where text meets markdown."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def assignment(name: str, value: Any) -> str:
+    """NAME=value as it may be shown (workload/redact.py: masked unless safe, even in an older record)."""
+    return f"{name}={shown(name, value)}" if value is not None else f"{name} unset"
 
 
 def size_label(nbytes: int) -> str:
@@ -110,7 +119,7 @@ GLOO_NOTE = "gloo: NCCL variants have no effect"
 
 
 def _variables(record: CellRecord) -> str:
-    return " ".join(f"{k}={v}" for k, v in record.env.items()) or "no variables"
+    return " ".join(assignment(k, v) for k, v in record.env.items()) or "no variables"
 
 
 def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
@@ -177,8 +186,8 @@ def _header(data: RunData) -> list[str]:
     ]
     # Everything here comes from the run's own files (no clock, no local path): the same run renders
     # to the same bytes, wherever and whenever.
-    title = f"# NCCL / Accelerate compatibility on {run.hostname or '?'}"
-    lines = [title, "", f"Results of run `{data.run_id}`, started {run.started or '?'}.", "", "| | |", "| --- | --- |"]
+    title = f"# NCCL / Accelerate compatibility on {esc(run.hostname or '?')}"
+    lines = [title, "", esc(f"Results of run `{data.run_id}`, started {run.started or '?'}."), "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {esc(v if v is not None else '?')} |" for k, v in rows]
     return lines
 
@@ -230,14 +239,14 @@ def render(data: RunData) -> str:
                  "their cells are repeated measurements of one thing and no recommendation is made from them."
                  if gloo else ""), ""]
     head = ["CUDA", "NCCL", "torch", "Accelerate", "launcher"] + variants + ["recommendation"]
-    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(esc(h) for h in head) + " |", "|" + " --- |" * len(head)]
     for key in sorted(rows):
         cells = rows[key]
         texts = [_cell_text(cells.get(v), missing.get((key, v)), ref, notes) if v in cells or (key, v) in missing else ""
                  for v in variants]
         lines.append("| " + " | ".join(esc(x) for x in list(key) + texts + [recommend(cells, ref)]) + " |")
     if data.problems:
-        lines += ["", "Unreadable records: " + "; ".join(f"`{k}`: {v}" for k, v in data.problems.items()) + "."]
+        lines += ["", "Unreadable records: " + esc("; ".join(f"`{k}`: {v}" for k, v in data.problems.items())) + "."]
     if notes.by_text:
         lines += ["", "### Notes", ""]
         lines += [f"{n.number}. {esc(n.text)}" for n in notes.by_text.values()]
@@ -250,11 +259,11 @@ def render(data: RunData) -> str:
         lines += ["", "## Known issues that match", ""]
         for found, cells in matched.values():
             hint = found.hint
-            listed = f"{len(cells)} cell(s): {', '.join(f'`{c}`' for c in cells[:6])}{' …' if len(cells) > 6 else ''}"
+            listed = esc(f"{len(cells)} cell(s): {', '.join(f'`{c}`' for c in cells[:6])}{' …' if len(cells) > 6 else ''}")
             head = (f"**{esc(hint.title)}** ({listed})" if found.certain
                     else f"Possibly: **{esc(hint.title)}** ({listed}; {found.caveat})")
-            fix = f" Fix: {hint.fix}" if hint.fix else ""
-            lines.append(f"- {head}. {hint.explanation}{fix} [{hint.link}]({hint.link})")
+            fix = f" Fix: {esc(hint.fix)}" if hint.fix else ""
+            lines.append(f"- {head}. {esc(hint.explanation)}{fix} [{esc(hint.link)}]({esc(hint.link)})")
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
         lines += _detail(cell_id, data.records[cell_id], data.facts)
@@ -265,20 +274,20 @@ def _origins(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
     for name, (value, origin) in record.env_origins().items():
-        groups.setdefault(origin, []).append(f"{name}={value}" if value is not None else f"{name} unset")
+        groups.setdefault(origin, []).append(assignment(name, value))
     order = ("variant", "inherited", "host or image", "launcher", "harness")
     return "; ".join(f"{origin}: {' '.join(groups[origin])}" for origin in order if origin in groups) or "none"
 
 
 def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
-    lines = [f"### {cell_id}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
+    lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
     fp = record.fingerprint
-    facts = [("NCCL variables", " ".join(f"{k}={v}" for k, v in record.env.items()) or "none"),
+    facts = [("NCCL variables", " ".join(assignment(k, v) for k, v in record.env.items()) or "none"),
              ("NCCL compiled / loaded", f"{fp.nccl_compiled or '?'} / {fp.nccl_loaded or '?'}"
               if fp and not record.cell.is_cpu else None),
              ("torch / Accelerate", f"{fp.torch} / {fp.accelerate}" if fp else None),
-             ("NCCL variables the launcher changed", ", ".join(f"{k}: {c.expected or 'unset'} → {c.actual or 'unset'}"
+             ("NCCL variables the launcher changed", ", ".join(f"{k}: {shown(k, c.expected) or 'unset'} → {shown(k, c.actual) or 'unset'}"
                                                             for k, c in record.launcher_changes.items())
               or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
@@ -288,12 +297,12 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
     timings = record.phase_timings
     if timings:
         lines += ["", "| phase | seconds |", "| --- | --- |"]
-        lines += [f"| {p} | {seconds:.2f} |" for p, seconds in timings.items()]
+        lines += [f"| {esc(p)} | {seconds:.2f} |" for p, seconds in timings.items()]
     rows = record.bandwidth_rows
     if rows:
         lines += _bandwidth_table(rows)
     if record.attempts:
-        lines += ["", f"Rerun: `{rerun_command(record, run)}`"]
+        lines += ["", esc(f"Rerun: `{rerun_command(record, run)}`")]
     return lines + [""]
 
 
@@ -314,7 +323,7 @@ def _bandwidth_table(rows: tuple[BandwidthRow, ...]) -> list[str]:
     if trials or timings:
         what = "one trial" if trials in ([], [1]) else f"median of {'/'.join(map(str, trials))} trials"
         what += f" of {'/'.join(map(str, iters))} all-reduces" if iters else ""
-        timed = "; ".join(_TIMINGS.get(t, t) for t in timings)
+        timed = esc("; ".join(_TIMINGS.get(t, t) for t in timings))
         lines += [f"Bandwidth: {what}, [min-max] over the trials" + (f"; time per op from {timed}" if timed else "")
                   + "; eager per call: torch's own latency per all-reduce (what DDP pays per call).", ""]
     lines += ["| size | time (µs) | algbw (GB/s) | busbw (GB/s) | #wrong | eager per call (µs) | first call (ms) |",

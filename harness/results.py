@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from . import owner
 from .errors import HarnessError, WriteError
+from .evidence import _shown
 from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
@@ -240,42 +241,92 @@ def resolve_run(results: Path, run: str | None) -> Path:
     raise HarnessError(f"run {shown} not found in {results} (runs there: {listing}). Fix: pass one of those ids or a run folder.")
 
 
-def upgrade(record: dict[str, Any], where: str) -> dict[str, Any]:
+def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     """Bring an older record to the current schema, or say why it cannot be read."""
     schema = record.get("schema")
-    if not isinstance(schema, int):
-        raise ValueError(f"{where}: no schema version; not a harness record")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise ValueError(f"no schema version ({_shown(schema)}); not a harness record")
     if schema > SCHEMA_VERSION:
-        raise ValueError(f"{where}: schema {schema} is newer than this harness reads ({SCHEMA_VERSION}); update the harness")
+        raise ValueError(f"schema {schema} is newer than this harness reads ({SCHEMA_VERSION}); update the harness")
     return record  # schema 1 is the first: nothing to migrate yet
 
 
+# A record.json of a real run is a few hundred KB (the largest seen, a hang with thread dumps and NCCL
+# log tails of 8 ranks, under 2 MB) and a dozen levels deep; beyond these it is damage, not a record.
+MAX_RECORD_BYTES = 64 << 20
+MAX_DEPTH = 64
+
+
+def _depth(data: Any) -> int:
+    """How deeply `data` nests (without recursion: a damaged file may nest past Python's stack)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if level <= MAX_DEPTH and isinstance(item, (dict, list)):
+            stack.extend((x, level + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _read(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text())
+    """A record file's JSON object, or ValueError saying what is wrong with it (OSError when unreadable)."""
+    if path.stat().st_size > MAX_RECORD_BYTES:
+        raise ValueError(f"{path.stat().st_size} bytes, larger than any record ({MAX_RECORD_BYTES >> 20} MiB)")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})" if str(exc) else "not JSON") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return upgrade(data, str(path))
+        raise ValueError(f"not a JSON object but {type(data).__name__}")
+    if _depth(data) > MAX_DEPTH:
+        raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)")
+    return upgrade(data)
 
 
 def load_run(path: Path) -> RunData:
-    """Read run.json and every cells/*/record.json; a missing or corrupt file becomes a problem, not a crash."""
+    """Read run.json and every cells/*/record.json; a missing file, or one that is not a record (not
+    JSON, of the wrong shape or types, of a newer schema), becomes a problem that names the file and
+    what is wrong with it: readers show it as a corrupt record, never a traceback."""
     problems: dict[str, str] = {}
+    run: dict[str, Any] = {}
     try:
         run = _read(path / "run.json")
     except FileNotFoundError:
-        run, problems["run.json"] = {}, "missing"
+        problems["run.json"] = "missing"
     except (ValueError, OSError) as exc:
-        run, problems["run.json"] = {}, f"unreadable ({exc})"
+        problems["run.json"] = _corrupt("run.json", exc)
+    wrong: list[str] = []
+    expected = list(RunFacts.from_json(run, wrong).cell_ids)  # run.json's `cells`: ids (early runs) or cell fields
+    if wrong:
+        problems["run.json"] = _corrupt("run.json", "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""))
     records: dict[str, CellRecord] = {}
     cells_dir = path / "cells"
-    expected = list(RunFacts.from_json(run).cell_ids)  # run.json's `cells`: ids (early runs) or cell fields
     present = sorted(p.name for p in cells_dir.iterdir() if p.is_dir()) if cells_dir.is_dir() else []
     for cell_id in dict.fromkeys(present + expected):
+        if not _is_name(cell_id):
+            problems[cell_id] = _corrupt("run.json", f"cell id {cell_id!r} is not a folder name")
+            continue
         record_path = cells_dir / cell_id / "record.json"
         try:
             records[cell_id] = CellRecord.from_json(_read(record_path))
         except FileNotFoundError:
             problems[cell_id] = "no record.json (the cell never finished, or the run was stopped first)"
         except (ValueError, OSError) as exc:
-            problems[cell_id] = f"corrupt record.json ({str(exc)[:200]})"
+            problems[cell_id] = _corrupt(f"cells/{cell_id}/record.json", exc)
     return RunData(path, run, records, problems)
+
+
+def _is_name(cell_id: str) -> bool:
+    """A cell id that names a folder inside cells/ (run.json could hold any string)."""
+    return bool(cell_id) and cell_id not in (".", "..") and "/" not in cell_id and "\\" not in cell_id and "\0" not in cell_id
+
+
+def _corrupt(file: str, what: Any) -> str:
+    """The note readers show for a file that is not a record: the file and what is wrong, cut short."""
+    text = str(what.strerror if isinstance(what, OSError) and what.strerror else what)
+    kind = "unreadable" if isinstance(what, OSError) else "corrupt record"
+    return f"{kind} {file}: {text[:300]}"

@@ -127,21 +127,51 @@ def test_load_run_reports_a_wrong_shape_as_corrupt(tmp_path):
     results.write_json(bad, H200 | {"attempts": [{"raw": {"phases": []}}]})
     data = results.load_run(run)
     assert list(data.records) == [H200["cell"]["id"]] and isinstance(data.records[H200["cell"]["id"]], CellRecord)
-    assert data.problems == {"bad": "corrupt record.json (attempts[0].raw.phases should be an object, not list [])",
+    assert data.problems == {"bad": "corrupt record cells/bad/record.json: attempts[0].raw.phases should be an object, not list []",
                              "run.json": "missing"}
 
 
-def test_garbage_inside_the_evidence_reads_as_missing():
-    raw = RawAttempt.from_json({"ranks": {"0": None, "1": {"error": "boom", "result": []}}, "nccl": {"0": {"warnings": "x"}},
-                                "forensics": {"nccl_tail": []}, "stall": {"ranks_behind": "1"},
-                                "phases": {"fingerprint": {"fingerprint": {"gpus": {"error": 1}, "memlock": {"soft": "lots"},
-                                                                           "nccl_loaded": 22803, "peer_access": {}}},
-                                           "bandwidth": {"rows": [None, {"bytes": "1M"}]}}})
+GARBAGE = {"ranks": {"0": None, "1": {"error": "boom", "result": []}}, "nccl": {"0": {"warnings": "x"}},
+           "forensics": {"nccl_tail": []}, "stall": {"ranks_behind": "1"},
+           "phases": {"fingerprint": {"fingerprint": {"gpus": {"error": 1}, "memlock": {"soft": "lots"},
+                                                      "nccl_loaded": 22803, "peer_access": {}}},
+                      "bandwidth": {"rows": [None, {"bytes": "1M"}]}}}
+
+
+def test_garbage_inside_the_evidence_reads_as_missing_through_the_views():
+    raw = RawAttempt(**GARBAGE)  # as a reader holding it unchecked would see it
     fp = raw.fingerprint
     assert (fp.gpu_names, fp.gpu_count, fp.memlock_soft, fp.nccl_loaded, fp.peer_access) == ((), None, None, None, ())
     assert raw.rank_states[1].error is None and raw.rank_states[1].result is None and raw.rank_states[0].phase is None
     assert raw.nccl_logs["0"].warnings == () and raw.nccl_tails == () and raw.stall_info.ranks_behind == ()
     assert raw.bandwidth_rows == (record.BandwidthRow(0),)
+
+
+@pytest.mark.parametrize("key, words", [
+    ("ranks", "raw.ranks.0 should be an object, not null"),
+    ("nccl", "raw.nccl.0.warnings should be a list, not string"),
+    ("stall", "raw.stall.ranks_behind should be a list, not string"),
+    ("phases", "raw.phases.fingerprint.fingerprint.nccl_loaded should be an object, not number 22803"),
+])
+def test_garbage_inside_the_evidence_is_refused_when_read_from_json(key, words):
+    with pytest.raises(RecordError) as err:
+        RawAttempt.from_json({key: GARBAGE[key]})
+    assert words in str(err.value)
+
+
+@pytest.mark.parametrize("row, words", [
+    ({"bytes": "1M"}, "rows[0].bytes should be an integer from 1 to"),
+    ({"bytes": 1 << 60}, "rows[0].bytes should be an integer from 1 to"),
+    ({"bytes": 1024, "busbw_gbs": float("nan")}, "rows[0].busbw_gbs should be a number from 0 to 1e+06, not number NaN"),
+    ({"bytes": 1024, "busbw_gbs": -1.0}, "rows[0].busbw_gbs should be a number from 0"),
+    ({"bytes": 1024, "busbw_gbs": 9.0, "busbw_min": 1.0, "busbw_max": 2.0}, "busbw_gbs 9 lies outside its trials' 1-2"),
+    ({"bytes": 1024, "busbw_trials": ["a"]}, "rows[0].busbw_trials[0] should be a number"),
+])
+def test_a_bandwidth_row_out_of_range_is_refused(row, words):
+    with pytest.raises(RecordError) as err:
+        RawAttempt.from_json({"phases": {"bandwidth": {"rows": [row]}}})
+    assert words in str(err.value)
+    assert record.BandwidthRow.of(row).busbw_gbs >= 0  # read tolerantly, the same row gives no exception
 
 
 # ---------------------------------------------------------------- accessors
@@ -177,9 +207,10 @@ def test_bandwidth_rows_with_trials_and_without():
     data = copy.deepcopy(H200)
     data["attempts"][0]["raw"]["phases"]["bandwidth"]["rows"] = [new, old, new | {"busbw_trials": [340.9], "busbw_min": 340.9,
                                                                                    "busbw_max": 340.9},
-                                                                 new | {"busbw_trials": "many", "busbw_min": None, "wrong": "0"}]
+                                                                 ]
     rec = CellRecord.from_json(data)
-    with_trials, without, one, garbage = rec.bandwidth_rows
+    with_trials, without, one = rec.bandwidth_rows
+    garbage = record.BandwidthRow.of(new | {"busbw_trials": "many", "busbw_min": None, "wrong": "0"})
     assert (with_trials.trials, with_trials.spread, with_trials.eager_us, with_trials.timing, with_trials.wrong,
             with_trials.iters) == (3, (340.1, 341.3), 3170.5, "cuda-graph", 0, 20)
     assert with_trials.busbw_gbs == 340.9 and round(with_trials.relative_spread, 5) == round(1.2 / 340.9, 5)

@@ -113,7 +113,7 @@ def test_a_missing_or_corrupt_record_is_named_and_the_rest_renders(runs, tmp_pat
     header, row = _table(text)
     assert row[header.index("default")] == "❓ missing (note 1)"
     assert row[header.index("p2p-off")].startswith("✅ pass ")
-    assert ("corrupt record.json" if damage == "corrupt" else "no record.json") in text
+    assert (f"corrupt record cells/{CELLS[0]}/record.json: not JSON" if damage == "corrupt" else "no record.json") in text
 
 
 def test_unknown_run_lists_the_runs(runs):

@@ -193,7 +193,7 @@ def test_fixture_run_is_what_the_harness_writes(tmp_path):
 def test_report_of_the_fixture_run_matches_the_golden_file(fixture_hints):
     data = results.load_run(RUN)
     assert set(data.problems) == {CORRUPT.id}
-    assert data.problems[CORRUPT.id].startswith("corrupt record.json (outcome should be an object")
+    assert data.problems[CORRUPT.id].startswith(f"corrupt record cells/{CORRUPT.id}/record.json: outcome should be an object")
     text = report.render(data)
     assert report.render(results.load_run(RUN)) == text  # no clock, no local path: the same bytes every time
     assert_golden("report.md", text)

@@ -389,22 +389,28 @@ def test_classify_exception_follows_causes_and_backend() -> None:
     assert classify.classify_exception(ModuleNotFoundError("x")) == "import"
 
 
-def test_env_redaction_and_changes() -> None:
-    fp = _load("fingerprint")
+def test_env_values_are_kept_only_for_safe_names_and_changes() -> None:
+    fp, mask = _load("fingerprint"), _load("redact").MASK
     environ = {"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "HF_TOKEN": "t",
                "ACCELERATE_API_KEY": "k", "TORCH_SECRET_X": "s", "CUDA_VISIBLE_DEVICES": "0,1",
-               "NCCL_PASSWORD": "p", "NCCL_VERSION": "2.28.3-1", "PATH": "/bin"}
+               "NCCL_PASSWORD": "p", "NCCL_COLLNET_PASSWD": "pw", "TORCH_HUB_CREDENTIALS": "c",
+               "TORCH_AUTH_HEADER": "Bearer x", "TORCH_HOME": "/root/.cache/torch",
+               "NCCL_NET_PLUGIN": "http://user:pw@host/plugin", "NCCL_VERSION": "2.28.3-1", "PATH": "/bin"}
     env = fp.relevant_env(environ)
-    assert env["ACCELERATE_API_KEY"] == fp.REDACTED and env["TORCH_SECRET_X"] == fp.REDACTED
-    assert env["NCCL_PASSWORD"] == fp.REDACTED
+    for name in ("ACCELERATE_API_KEY", "TORCH_SECRET_X", "NCCL_PASSWORD", "NCCL_COLLNET_PASSWD", "TORCH_HUB_CREDENTIALS",
+                 "TORCH_AUTH_HEADER", "TORCH_HOME"):  # credential-looking, or not known to be safe
+        assert env[name] == mask, name
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["NCCL_P2P_DISABLE"] == "1"
+    assert env["NCCL_NET_PLUGIN"] == "http://***@host/plugin"
     assert "HF_TOKEN" not in env and "PATH" not in env
-    changed = fp.nccl_env_changed({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
+    changed = fp.nccl_env_changed({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "HF_TOKEN": mask,
                                    "NCCL_SOCKET_IFNAME": None}, environ)
     assert changed == {
         "NCCL_SHM_DISABLE": {"expected": "1", "actual": None},
         "NCCL_IB_DISABLE": {"expected": None, "actual": "1"},
-        "NCCL_PASSWORD": {"expected": None, "actual": fp.REDACTED},
+        "NCCL_PASSWORD": {"expected": None, "actual": mask},
+        "NCCL_COLLNET_PASSWD": {"expected": None, "actual": mask},
+        "NCCL_NET_PLUGIN": {"expected": None, "actual": "http://***@host/plugin"},
     }
     assert fp.detect_launcher({"ACCELERATE_MIXED_PRECISION": "no",
                                "TORCHELASTIC_RUN_ID": "x"}) == "accelerate"

@@ -15,9 +15,9 @@ import socket
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from .redact import shown
+
 ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "ACCELERATE_")
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-REDACTED = "<redacted>"
 # ACCELERATE_* that a user may export by hand; the launcher sets others (MIXED_PRECISION, ...)
 _USER_ACCELERATE_VARS = {"ACCELERATE_LOG_LEVEL", "ACCELERATE_DISABLE_RICH"}
 # NCCL_* names that are not NCCL settings (NVIDIA's CUDA images export NCCL_VERSION as metadata)
@@ -237,18 +237,9 @@ def memlock_limit() -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------- environment
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def redact(name: str, value: Optional[str]) -> Optional[str]:
-    return REDACTED if value is not None and is_secret_name(name) else value
-
-
 def relevant_env(environ: Mapping[str, str]) -> Dict[str, str]:
-    """NCCL_/TORCH_/CUDA_/ACCELERATE_ variables, secret-looking values redacted."""
-    return {k: redact(k, environ[k]) for k in sorted(environ)  # type: ignore[misc]
+    """NCCL_/TORCH_/CUDA_/ACCELERATE_ variables, each value as redact.shown allows (masked unless safe)."""
+    return {k: shown(k, environ[k]) for k in sorted(environ)  # type: ignore[misc]
             if k.startswith(ENV_PREFIXES)}
 
 
@@ -263,13 +254,13 @@ def nccl_env_changed(expected: Mapping[str, Optional[str]],
     for name, want in expected.items():
         want_s = None if want is None else str(want)
         have = environ.get(name)
-        if want_s == REDACTED and have is not None and is_secret_name(name):
-            continue  # the host passes secrets masked: present is all it can expect
-        if have != want_s:
-            changed[name] = {"expected": redact(name, want_s), "actual": redact(name, have)}
+        # the host passes values as redact.shown writes them: compare them so (a masked value present
+        # is all it can expect; a URL's credentials were stripped)
+        if shown(name, have) != shown(name, want_s):
+            changed[name] = {"expected": shown(name, want_s), "actual": shown(name, have)}
     for name in sorted(environ):
         if name.startswith("NCCL_") and name not in expected and name not in _NCCL_NOT_SETTINGS:
-            changed[name] = {"expected": None, "actual": redact(name, environ[name])}
+            changed[name] = {"expected": None, "actual": shown(name, environ[name])}
     return changed
 
 
