@@ -15,8 +15,7 @@ from . import report as report_mod
 from .doctor import doctor
 from .engines.docker import DockerEngine
 from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
-from .record import build_error
-from .pipeline import MatrixOptions, checked_build_options
+from .pipeline import MatrixOptions, checked_build_options, write_builds
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .selection import Selection, resolve
@@ -58,9 +57,10 @@ def build(
     results_dir: Path = results.DEFAULT_RESULTS,
     run_id: str | None = None,
     jobs: int = 1,
+    verbose: bool = False,
 ) -> int:
     """Build the images of the selected cells; cells of an image that fails become build-error."""
-    progress = Progress()
+    progress = Progress(verbose=verbose)
     m, cells = resolve(selection, progress)
     runnable = [c for c in cells if c.na_reason is None]
     options = checked_build_options(options, jobs)
@@ -72,11 +72,7 @@ def build(
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
     progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
     built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
-    outcomes = {c.id: build_error(c, built[c.stack.id]).outcome.to_json() for c in runnable if not built[c.stack.id].ok}
-    results.write_json(
-        run / "builds.json",
-        {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()}, "cells": outcomes},
-    )
+    outcomes = write_builds(run / "builds.json", m, runnable, built)["cells"]
     failed = [r for r in built.values() if not r.ok]
     progress.say(
         f"{len(built) - len(failed)} image(s) ready, {len(failed)} build-error"
@@ -86,9 +82,9 @@ def build(
     return EXIT_CELLS_FAILED if failed else EXIT_OK
 
 
-def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None) -> int:
+def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None, verbose: bool = False) -> int:
     """Make the local base image unless the engine already has it."""
-    progress = Progress()
+    progress = Progress(verbose=verbose)
     if not baseimage.is_local(ref):
         raise HarnessError(f"{ref}: not a base image the harness makes. Fix: use one of {', '.join(baseimage.LOCAL_BASES)}.")
     engine = DockerEngine.connect()
@@ -105,7 +101,7 @@ def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Pa
     data = results.load_run(results.resolve_run(results_dir, run))
     text = report_mod.render(data)
     if out:
-        out.write_text(text)
+        _write_out(out, text)
         Progress().say(f"report of {data.run_id} written to {out}")
     else:
         sys.stdout.write(text)
@@ -123,9 +119,18 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
     d = compare_mod.diff(a, b, threshold)
     text = compare_mod.render(a, b, d, threshold)
     if out:
-        out.write_text(text)
+        _write_out(out, text)
     sys.stdout.write(text)
     return EXIT_CELLS_FAILED if d.regressed else EXIT_OK
+
+
+def _write_out(out: Path, text: str) -> None:
+    """--out FILE: a folder that does not exist or cannot be written is the flag's fault, said as such."""
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise HarnessError(f"--out {out}: cannot write it ({exc.strerror}). Fix: give a file in a folder that "
+                           "exists and that you can write.") from None
 
 
 def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESULTS) -> int:

@@ -6,6 +6,7 @@ run builds the same specs through the same functions and prints them instead of 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from . import __version__, engines, hints, hostinfo, images, matrix, report, results, runner
 from .engines.base import Engine
-from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, closest
 from .matrix import Cell, Matrix
 from .record import FAILED, CellFields, build_error, not_applicable
 from .progress import Progress
@@ -36,6 +37,7 @@ class MatrixOptions:
     jobs: int = 1  # parallel image builds
     dry_run: bool = False
     as_json: bool = False
+    verbose: bool = False  # plain output: also each phase of each rank and each build step
     build: images.BuildOptions = images.BuildOptions()
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
@@ -59,9 +61,11 @@ def parse_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.
             number = float(seconds)
         except ValueError:
             number = -1.0
-        if key not in values or number <= 0:
+        if key not in values or not 0 < number < math.inf:  # nan and inf too: a threshold is a number of seconds
+            guess = closest(key, values) if key not in values else None
             raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)} and "
-                               "SECONDS > 0. Fix: e.g. --timeout prepare=300.")
+                               f"SECONDS a number > 0{f'; did you mean {guess}?' if guess else '.'} "
+                               f"Fix: e.g. --timeout {guess or 'prepare'}=300.")
         values[key] = number
     return matrix.Timeouts(**values)
 
@@ -93,7 +97,7 @@ def _already_done(run: Path) -> set[str]:
 
 def run(selection: Selection, opts: MatrixOptions) -> int:
     """Build what is missing, run the selected cells one at a time, record each as it ends."""
-    progress = Progress()
+    progress = Progress(verbose=opts.verbose)
     opts, gpus = _check_options(opts)
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
@@ -131,6 +135,8 @@ def run(selection: Selection, opts: MatrixOptions) -> int:
     todo = [c for c in runnable if c.id not in done]
     counts: Counter[str] = Counter()
     built = _images(engine, todo, opts, run / "builds", progress)
+    if built:
+        write_builds(run / "builds.json", m, todo, built, add=opts.resume)
     for cell in todo:
         result = built.get(cell.stack.id)
         if result is not None and not result.ok:
@@ -143,12 +149,12 @@ def run(selection: Selection, opts: MatrixOptions) -> int:
         cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
 
         def show(rank: int, event: dict) -> None:
-            if event.get("event") in ("phase_start", "error"):
+            if event.get("event") in ("phase_start", "phase_end", "error"):
                 task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
 
         tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
         image = built.get(cell.stack.id)
-        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})") as task:
+        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) as task:
             result = runner.run_cell(engine, cell, m, cell_opts, image.tag if image else "", on_event=show,
                                      image_info={"tag": image.tag, "id": image.image_id} if image else None)
         counts[result.outcome.status] += 1
@@ -168,6 +174,24 @@ def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Pat
     stacks = list({c.stack.id: c.stack for c in cells}.values())
     built = images.build_all(stacks, engine, opts.build, log_dir, progress, jobs=opts.jobs)
     return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
+
+
+def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, images.BuildResult],
+                 add: bool = False) -> dict:
+    """results/<run>/builds.json, written by `build` and `matrix`: each image's BuildResult (status
+    built, cached or build-error, seconds, log, reason) and the build-error outcome of every cell whose
+    image failed. With `add` (--resume) the images and cells already recorded there stay unless built again."""
+    record = {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()},
+              "cells": {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
+                        for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
+    if add and path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+            record = {**record, "images": earlier["images"] | record["images"], "cells": earlier["cells"] | record["cells"]}
+        except (OSError, ValueError, KeyError, TypeError):  # unreadable: what this attempt built is still true
+            pass
+    results.write_json(path, record)
+    return record
 
 
 def _finish(run: Path, counts: Counter, interrupted: bool, opts: MatrixOptions, progress: Progress) -> int:
