@@ -180,14 +180,16 @@ def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, imag
                  add: bool = False) -> dict:
     """results/<run>/builds.json, written by `build` and `matrix`: each image's BuildResult (status
     built, cached or build-error, seconds, log, reason) and the build-error outcome of every cell whose
-    image failed. With `add` (--resume) the images and cells already recorded there stay unless built again."""
+    image failed. With `add` (--resume) what is already recorded there stays, but for the images built again and their cells."""
     record = {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()},
               "cells": {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
                         for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
     if add and path.exists():
         try:
             earlier = json.loads(path.read_text())
-            record = {**record, "images": earlier["images"] | record["images"], "cells": earlier["cells"] | record["cells"]}
+            fixed = {c.id for c in cells if c.stack.id in built and built[c.stack.id].ok}
+            record = {**record, "images": earlier["images"] | record["images"],
+                      "cells": {k: v for k, v in earlier["cells"].items() if k not in fixed} | record["cells"]}
         except (OSError, ValueError, KeyError, TypeError):  # unreadable: what this attempt built is still true
             pass
     results.write_json(path, record)
