@@ -1,7 +1,7 @@
-"""The harness's commands, declared once: the invoke tasks behind `invoke` (the repo root's tasks.py
-exposes this collection), `python -m harness` and the `nccl-harness` script (harness/cli.py runs an
-invoke Program over it). Each task parses its flags, calls harness.commands and exits with its code;
-no logic here."""
+"""The harness's commands, declared once: the invoke tasks behind `invoke`, `python -m harness` and the
+`nccl-harness` script (harness/cli.py runs an invoke Program over them; the repo root's tasks.py hands
+`invoke`'s command line to that Program). Each task parses its flags, calls harness.commands and exits
+with its code; no logic here."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 import invoke
 from invoke import Exit
 
+from .cli import guarded
+from .errors import HarnessError
 
 
 class Task(invoke.Task):
@@ -28,9 +30,6 @@ class Task(invoke.Task):
 
 
 task = partial(invoke.task, auto_shortflags=False, klass=Task)
-
-from .cli import guarded  # noqa: E402
-from .errors import HarnessError  # noqa: E402
 
 
 def _commands():
