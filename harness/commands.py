@@ -15,8 +15,7 @@ from . import report as report_mod
 from .doctor import doctor
 from .engines.docker import DockerEngine
 from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError
-from .record import build_error
-from .pipeline import MatrixOptions, checked_build_options
+from .pipeline import MatrixOptions, checked_build_options, write_builds
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .selection import Selection, resolve
@@ -61,9 +60,10 @@ def build(
     results_dir: Path = results.DEFAULT_RESULTS,
     run_id: str | None = None,
     jobs: int = 1,
+    verbose: bool = False,
 ) -> int:
     """Build the images of the selected cells; cells of an image that fails become build-error."""
-    progress = Progress()
+    progress = Progress(verbose=verbose)
     if run_id is not None:
         results.check_run_id(run_id)
     m, cells = resolve(selection, progress)
@@ -79,12 +79,7 @@ def build(
     with results.owned(run):
         progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
         built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
-        outcomes = {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
-                    for c in runnable if not built[c.stack.id].ok}
-        results.write_json(
-            run / "builds.json",
-            {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()}, "cells": outcomes},
-        )
+        outcomes = write_builds(run / "builds.json", m, runnable, built)["cells"]
     failed = [r for r in built.values() if not r.ok]
     progress.say(
         f"{len(built) - len(failed)} image(s) ready, {len(failed)} build-error"
@@ -94,9 +89,9 @@ def build(
     return EXIT_CELLS_FAILED if failed else EXIT_OK
 
 
-def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None) -> int:
+def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None, verbose: bool = False) -> int:
     """Make the local base image unless the engine already has it."""
-    progress = Progress()
+    progress = Progress(verbose=verbose)
     if not baseimage.is_local(ref):
         raise HarnessError(f"{ref}: not a base image the harness makes. Fix: use one of {', '.join(baseimage.LOCAL_BASES)}.")
     engine = DockerEngine.connect()
@@ -115,7 +110,7 @@ def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Pa
     data = results.load_run(results.resolve_run(results_dir, run))
     text = report_mod.render(data)
     if out:
-        results.write_text(out, text)
+        _write_out(out, text)
         Progress().say(f"report of {data.run_id} written to {out}")
     else:
         sys.stdout.write(text)
@@ -134,9 +129,18 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
     d = compare_mod.diff(a, b, threshold)
     text = compare_mod.render(a, b, d, threshold)
     if out:
-        results.write_text(out, text)
+        _write_out(out, text)
     sys.stdout.write(text)
     return EXIT_CELLS_FAILED if d.regressed else EXIT_OK
+
+
+def _write_out(out: Path, text: str) -> None:
+    """--out FILE: a folder that does not exist is the flag's fault (exit 2); the write itself is the
+    results store's atomic one (a full or read-only disk: exit 4, naming the file)."""
+    if not out.parent.is_dir():
+        raise HarnessError(f"--out {out}: the folder {out.parent} does not exist. Fix: give a file in a folder that "
+                           "exists and that you can write.")
+    results.write_text(out, text)
 
 
 def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESULTS) -> int:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Iterable
+
 # Exit codes shared by every command (see README).
 EXIT_OK = 0
 EXIT_CELLS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_SELECTED = 3
 EXIT_INFRA = 4
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice a typo most likely meant (`dokcer` -> docker, `--dry-rnu` -> --dry-run), or None."""
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 class HarnessError(Exception):

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, engines, hints, hostinfo, images, matrix, owner, reaper, report, results, runner
+from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
 from .engines.base import Engine
 from .engines.docker import DockerEngine
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
@@ -37,6 +37,7 @@ class MatrixOptions:
     jobs: int = 1  # parallel image builds
     dry_run: bool = False
     as_json: bool = False
+    verbose: bool = False  # plain output: also each phase of each rank and each build step
     build: images.BuildOptions = images.BuildOptions()
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
@@ -90,7 +91,7 @@ def run(selection: Selection, opts: MatrixOptions) -> int:
 
 
 def _run(selection: Selection, opts: MatrixOptions) -> int:
-    progress = Progress()
+    progress = Progress(verbose=opts.verbose)
     opts, gpus = _check_options(opts)
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
@@ -165,6 +166,8 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     todo = [c for c in runnable if c.id not in done]
     counts: Counter[str] = Counter()
     built = _images(engine, todo, opts, run / "builds", progress)
+    if built:
+        write_builds(run / "builds.json", m, todo, built, add=opts.resume)
     for cell in todo:
         result = built.get(cell.stack.id)
         if result is not None and not result.ok:
@@ -177,12 +180,12 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
         cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
 
         def show(rank: int, event: dict) -> None:
-            if event.get("event") in ("phase_start", "error"):
+            if event.get("event") in ("phase_start", "phase_end", "error"):
                 task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
 
         tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
         image = built.get(cell.stack.id)
-        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})") as task:
+        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) as task:
             result = runner.run_cell(engine, cell, m, cell_opts, image.tag if image else "", on_event=show,
                                      image_info={"tag": image.tag, "id": image.image_id} if image else None)
         counts[result.outcome.status] += 1
@@ -202,6 +205,26 @@ def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Pat
     stacks = list({c.stack.id: c.stack for c in cells}.values())
     built = images.build_all(stacks, engine, opts.build, log_dir, progress, jobs=opts.jobs)
     return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
+
+
+def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, images.BuildResult],
+                 add: bool = False) -> dict:
+    """results/<run>/builds.json, written by `build` and `matrix`: each image's BuildResult (status
+    built, cached or build-error, seconds, log, reason) and the build-error outcome of every cell whose
+    image failed. With `add` (--resume) what is already recorded there stays, but for the images built again and their cells."""
+    record = {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()},
+              "cells": {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
+                        for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
+    if add and path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+            fixed = {c.id for c in cells if c.stack.id in built and built[c.stack.id].ok}
+            record = {**record, "images": earlier["images"] | record["images"],
+                      "cells": {k: v for k, v in earlier["cells"].items() if k not in fixed} | record["cells"]}
+        except (OSError, ValueError, KeyError, TypeError):  # unreadable: what this attempt built is still true
+            pass
+    results.write_json(path, record)
+    return record
 
 
 def _finish(run: Path, counts: Counter, interrupted: bool, opts: MatrixOptions, progress: Progress) -> int:

@@ -1,4 +1,6 @@
-"""Progress for people: a live status line on a terminal, plain lines in CI logs."""
+"""Progress for people: a live status line on a terminal, plain lines in CI logs. Plain output is one
+line per result (an image built, a cell's outcome); the steps in between (each phase of each rank, each
+build or debootstrap line) show only when verbose (`-v`): they are in the logs anyway."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from rich.console import Console
 
 
 class Progress:
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, verbose: bool = False) -> None:
         self.console = console or Console(stderr=True, highlight=False)
         self.live = self.console.is_terminal
+        self.verbose = verbose
         self._status = None
         self._title = ""
         self._start = 0.0
@@ -22,8 +25,10 @@ class Progress:
         self.console.print(text, markup=False, soft_wrap=True)
 
     @contextmanager
-    def task(self, title: str) -> Iterator["Progress"]:
-        """A long step: its title stays on screen with the latest detail and the elapsed time."""
+    def task(self, title: str, echo: bool = True) -> Iterator["Progress"]:
+        """A long step: its title stays on screen with the latest detail and the elapsed time. In plain
+        output the title is a line of its own unless `echo` is off (a step that ends with a line saying
+        its result, like a cell) and not verbose."""
         self._title, self._start = title, time.monotonic()
         if self.live:
             with self.console.status(title) as status:
@@ -33,13 +38,14 @@ class Progress:
                 finally:
                     self._status = None
         else:
-            self.say(title)
+            if echo or self.verbose:
+                self.say(title)
             yield self
 
     def detail(self, text: str) -> None:
-        """A sub-step (e.g. 'Step 4/9 : RUN pip install ...')."""
+        """A sub-step (e.g. 'Step 4/9 : RUN pip install ...'): on the status line, or a plain line when verbose."""
         if self._status is not None:
             elapsed = time.monotonic() - self._start
             self._status.update(f"{self._title} [{elapsed:4.0f}s] {text[:100]}")
-        else:
+        elif self.verbose:
             print(f"    {text[:160]}", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
-"""The harness's commands, declared once: the invoke tasks behind `invoke` (the repo root's tasks.py
-exposes this collection), `python -m harness` and the `nccl-harness` script (harness/cli.py runs an
-invoke Program over it). Each task parses its flags, calls harness.commands and exits with its code;
-no logic here."""
+"""The harness's commands, declared once: the invoke tasks behind `invoke`, `python -m harness` and the
+`nccl-harness` script (harness/cli.py runs an invoke Program over them; the repo root's tasks.py hands
+`invoke`'s command line to that Program). Each task parses its flags, calls harness.commands and exits
+with its code; no logic here."""
 
 from __future__ import annotations
 
@@ -11,13 +11,33 @@ from pathlib import Path
 import invoke
 from invoke import Exit
 
-# Long flags only: invoke's automatic short flags gave `-j` to --json while --jobs got `-b`, and a
-# stray `--` to --run-id; a short flag that does not match its long name is a trap.
-task = partial(invoke.task, auto_shortflags=False)
-
-from . import commands, images
 from .cli import guarded
 from .errors import HarnessError
+
+
+class Task(invoke.Task):
+    """A task whose short flags are declared, not guessed: invoke's automatic short flags gave `-j` to
+    --json while --jobs got `-b`, and a stray `--` to --run-id; a short flag that does not match its long
+    name is a trap. Only the flags in SHORT have one."""
+
+    SHORT = {"jobs": "j", "verbose": "v"}
+
+    def arg_opts(self, name, default, taken_names):
+        opts = super().arg_opts(name, default, taken_names)
+        if name in self.SHORT:
+            opts["names"] = [*opts["names"], self.SHORT[name]]
+        return opts
+
+
+task = partial(invoke.task, auto_shortflags=False, klass=Task)
+
+
+def _commands():
+    """harness.commands, imported when a task runs: it brings the Docker SDK and the whole pipeline (0.8 s
+    of imports), which `--help`, `--list` and a mistyped flag do not need."""
+    from . import commands
+
+    return commands
 
 
 def _exit(code: int) -> None:
@@ -38,8 +58,12 @@ def _number(flag: str, value, kind: type, example: str):
         raise HarnessError(f"{flag} {value!r}: expected {what}. Fix: e.g. {flag} {example}.") from None
 
 
-def _selection(matrix, only, exclude) -> commands.Selection:
-    return commands.Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()))
+def _results(results) -> Path:
+    return Path(results) if results else _commands().results.DEFAULT_RESULTS
+
+
+def _selection(matrix, only, exclude):
+    return _commands().Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()))
 
 
 SELECT_HELP = {
@@ -48,6 +72,8 @@ SELECT_HELP = {
     "exclude": "like --only, removes cells; repeatable",
 }
 
+
+VERBOSE_HELP = "plain (non-terminal) output: also each phase of each cell and each build step"
 
 BUILD_HELP = {
     "rebuild": "build again from scratch (no layer cache) even when an image with the same content hash exists",
@@ -59,8 +85,8 @@ BUILD_HELP = {
 }
 
 
-def _build_options(rebuild, wheelhouse, ca_bundle) -> images.BuildOptions:
-    return images.BuildOptions.from_env(
+def _build_options(rebuild, wheelhouse, ca_bundle):
+    return _commands().images.BuildOptions.from_env(
         rebuild=rebuild, wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca_bundle) if ca_bundle else None
     )
 
@@ -80,26 +106,27 @@ def _build_options(rebuild, wheelhouse, ca_bundle) -> images.BuildOptions:
         "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
         "jobs": "images built in parallel (default 1; cells always run one at a time)",
         "dry_run": "print what would be built and each cell's docker run line; run nothing",
+        "verbose": VERBOSE_HELP,
     },
 )
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
-           results=None, run_id=None):
+           results=None, run_id=None, verbose=False):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
-        _exit(guarded(lambda: commands.list_cells(selection, as_json=json)))
+        _exit(guarded(lambda: _commands().list_cells(selection, as_json=json)))
         return
 
     def run() -> int:
-        options = commands.MatrixOptions(
+        options = _commands().MatrixOptions(
             engine=engine, gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), resume=resume, timeouts=tuple(timeout or ()),
             jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
-            results=Path(results) if results else commands.results.DEFAULT_RESULTS, run_id=run_id,
-            build=_build_options(rebuild, wheelhouse, ca_bundle),
+            results=_results(results), run_id=run_id,
+            build=_build_options(rebuild, wheelhouse, ca_bundle), verbose=verbose,
         )
-        return commands.run_matrix(selection, options)
+        return _commands().run_matrix(selection, options)
 
     _exit(guarded(run))
 
@@ -107,40 +134,41 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 @task(name="list", iterable=["only", "exclude"], help={**SELECT_HELP, "json": "machine-readable"})
 def list_(c, matrix=None, only=None, exclude=None, json=False):
     """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""
-    _exit(guarded(lambda: commands.list_cells(_selection(matrix, only, exclude), as_json=json)))
+    _exit(guarded(lambda: _commands().list_cells(_selection(matrix, only, exclude), as_json=json)))
 
 
 @task(
     iterable=["only", "exclude"],
-    help={**SELECT_HELP, **BUILD_HELP, "jobs": "images built in parallel (default 1)"},
+    help={**SELECT_HELP, **BUILD_HELP, "jobs": "images built in parallel (default 1)", "verbose": VERBOSE_HELP},
 )
 def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None,
-          jobs="1"):
+          jobs="1", verbose=False):
     """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
-    res = Path(results) if results else commands.results.DEFAULT_RESULTS
-    _exit(guarded(lambda: commands.build(_selection(matrix, only, exclude), _build_options(rebuild, wheelhouse, ca_bundle),
-                                         res, run_id, _number("--jobs", jobs, int, "2"))))
+    res = _results(results)
+    _exit(guarded(lambda: _commands().build(_selection(matrix, only, exclude), _build_options(rebuild, wheelhouse, ca_bundle),
+                                         res, run_id, _number("--jobs", jobs, int, "2"), verbose)))
 
 
-@task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL"})
-def base_image(c, ref="harness-base:bookworm", mirror=None):
+@task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL",
+                               "verbose": VERBOSE_HELP})
+def base_image(c, ref="harness-base:bookworm", mirror=None, verbose=False):
     """Make the local Debian base image with debootstrap + docker import (no registry needed)."""
-    _exit(guarded(lambda: commands.base_image(ref, mirror)))
+    _exit(guarded(lambda: _commands().base_image(ref, mirror, verbose)))
 
 
 @task(help={"run": "run id or folder (default: the latest)", "results": "results folder", "out": "write to a file"})
 def report(c, run=None, results=None, out=None):
     """Render a run's compatibility report as markdown (default: the latest run)."""
-    res = Path(results) if results else commands.results.DEFAULT_RESULTS
-    _exit(guarded(lambda: commands.report(run, res, Path(out) if out else None)))
+    res = _results(results)
+    _exit(guarded(lambda: _commands().report(run, res, Path(out) if out else None)))
 
 
 @task(help={"base": "the run before", "new": "the run after", "threshold": "busbw change that counts (default 0.1)",
             "results": "results folder", "out": "also write the diff to a file"})
 def compare(c, base, new, threshold="0.1", results=None, out=None):
     """Diff two runs by cell id; exit 1 when something regressed (the driver-upgrade check)."""
-    res = Path(results) if results else commands.results.DEFAULT_RESULTS
-    _exit(guarded(lambda: commands.compare(base, new, res, _number("--threshold", threshold, float, "0.1"),
+    res = _results(results)
+    _exit(guarded(lambda: _commands().compare(base, new, res, _number("--threshold", threshold, float, "0.1"),
                                            Path(out) if out else None)))
 
 
@@ -149,18 +177,18 @@ def compare(c, base, new, threshold="0.1", results=None, out=None):
 def publish(c, run=None, to=None, results=None):
     """Publish a run's report and bandwidth plot into a docs tree, with an index of hosts and runs."""
     if not to:
-        raise Exit("error: publish needs --to DOCS_FOLDER (e.g. --to docs/compat).", code=2)
-    res = Path(results) if results else commands.results.DEFAULT_RESULTS
-    _exit(guarded(lambda: commands.publish(run, Path(to), res)))
+        raise Exit("error: `publish` needs --to DOCS_FOLDER. Fix: e.g. --to docs/compat.", code=2)
+    res = _results(results)
+    _exit(guarded(lambda: _commands().publish(run, Path(to), res)))
 
 
 @task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default) or host"})
 def doctor(c, gpus=None, engine=None):
     """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
-    _exit(guarded(lambda: commands.doctor(gpus, engine)))
+    _exit(guarded(lambda: _commands().doctor(gpus, engine)))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})
 def clean(c, images=False):
     """Remove every container the harness left (and, with --images, its images)."""
-    _exit(guarded(lambda: commands.clean(images)))
+    _exit(guarded(lambda: _commands().clean(images)))

@@ -49,6 +49,10 @@ def test_invoke_matrix_runs_cpu_cells_in_containers(engine, cpu_image, tmp_path)
     run = json.loads((tmp_path / "cpu" / "run.json").read_text())
     assert run["engine"] == "docker" and len(run["cells"]) == 4
     assert "Summary: 4 pass" in proc.stderr
+    # what was built or reused, as `invoke build` records it: the image the fixture made is reused
+    builds = json.loads((tmp_path / "cpu" / "builds.json").read_text())
+    assert [(b["tag"], b["status"]) for b in builds["images"].values()] == [(cpu_image, "cached")]
+    assert builds["cells"] == {}
     # the report renders from these real container results
     rep = subprocess.run([sys.executable, "-m", "invoke", "report", "--run", "cpu", "--results", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -4,7 +4,7 @@ every engine offers, and `choose` picks one from the --engine flag."""
 
 from __future__ import annotations
 
-from ..errors import HarnessError, InfraError
+from ..errors import HarnessError, InfraError, closest
 from ..progress import Progress
 from .base import Engine
 from .docker import DockerEngine
@@ -16,7 +16,9 @@ NAMES = ("docker", "host")
 def choose(choice: str | None, progress: Progress) -> Engine:
     """--engine docker|host; without it docker when reachable, else host (said in one line)."""
     if choice not in (None, *NAMES):
-        raise HarnessError(f"--engine {choice}: unknown engine. Fix: use --engine docker or --engine host.")
+        guess = closest(choice, NAMES)
+        raise HarnessError(f"--engine {choice}: unknown engine{f'; did you mean {guess}?' if guess else '.'} "
+                           "Fix: use --engine docker or --engine host.")
     if choice == "host":
         return HostEngine()
     try:
