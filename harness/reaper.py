@@ -50,10 +50,12 @@ def _processes() -> list[Leftover]:
 def _containers(docker: "DockerEngine | None") -> list[Leftover]:
     if docker is None:
         return []
-    from .engines.docker import LABEL_CELL, LABEL_OWNER, LABEL_RUN
+    from .engines.docker import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
 
     found = []
-    for name, labels in docker.labelled():
+    # cells only (io.nccl-harness=cell): the intermediate containers of a `docker build` carry the
+    # image's labels (io.nccl-harness=base or image) and belong to a build still running
+    for name, labels in docker.labelled(f"{LABEL}=cell"):
         owner = Owner.parse(labels[LABEL_OWNER]) if LABEL_OWNER in labels else None
         cell = f"(run {labels[LABEL_RUN]}, cell {labels[LABEL_CELL]})" if LABEL_CELL in labels else ""
         found.append(Leftover("docker", name, cell, owner))

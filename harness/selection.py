@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import matrix
-from .errors import HarnessError
+from .errors import HarnessError, closest
 from .matrix import Cell, Matrix
 from .progress import Progress
 
@@ -83,8 +83,9 @@ def check_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.
     for item in overrides:
         key, _, text = item.partition("=")
         if key not in values:
-            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)}. "
-                               "Fix: e.g. --timeout prepare=300.")
+            guess = closest(key, values)
+            raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with PHASE one of {', '.join(values)}"
+                               f"{f'; did you mean {guess}?' if guess else '.'} Fix: e.g. --timeout {guess or 'prepare'}=300.")
         try:
             seconds = float(text)
         except ValueError:

@@ -27,8 +27,8 @@ CELLS = ["cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+p2p-off
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     """Run A: two real cells that pass. Run B: the same cells, one hung for real by a stopped rank,
-    the other with its bandwidth halved (planted: a gloo cell must move beyond its run-to-run drift to
-    count, see compare.GLOO_MIN_CHANGE). Run C: a byte-for-byte copy of A."""
+    the other with its bandwidth cut to a quarter (planted: a gloo cell must move beyond its run-to-run
+    drift to count, see compare.GLOO_MIN_CHANGE; a halving overlapped a base run's trials on a loaded machine). Run C: a byte-for-byte copy of A."""
     root = tmp_path_factory.mktemp("results")
     code = commands.run_matrix(
         commands.Selection(matrix.DEFAULT_CPU_MATRIX, only=("launcher=accelerate",)),
@@ -49,8 +49,8 @@ def runs(tmp_path_factory) -> Path:
     for row in record["attempts"][-1]["raw"]["phases"]["bandwidth"]["rows"]:
         for key in ("busbw_gbs", "algbw_gbs", "busbw_min", "busbw_max"):
             if row.get(key) is not None:
-                row[key] *= 0.5
-        row["busbw_trials"] = [t * 0.5 for t in row.get("busbw_trials") or []]
+                row[key] *= 0.25
+        row["busbw_trials"] = [t * 0.25 for t in row.get("busbw_trials") or []]
     planted.write_text(json.dumps(record))
     return root
 
@@ -138,7 +138,7 @@ def test_compare_catches_the_planted_regressions_and_exits_1(runs):
     d = compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B"))
     assert len(d.regressions) == 2
     assert any(CELLS[0] in r and "pass → hang" in r for r in d.regressions)
-    assert any(CELLS[1] in r and "busbw -50% at 16 MiB" in r for r in d.regressions)
+    assert any(CELLS[1] in r and "busbw -75% at 16 MiB" in r for r in d.regressions)
     proc = _invoke("compare", "A", "B", "--results", str(runs))
     assert proc.returncode == 1, proc.stderr
     assert "**Regressed.**" in proc.stdout
@@ -151,7 +151,7 @@ def test_compare_of_equal_runs_exits_0(runs):
 
 
 def test_compare_threshold_and_bad_input(runs):
-    assert compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B"), threshold=0.6).regressions == [
+    assert compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B"), threshold=0.8).regressions == [
         r for r in compare.diff(results.load_run(runs / "A"), results.load_run(runs / "B")).regressions if "hang" in r]
     proc = _invoke("compare", "A", "nope", "--results", str(runs))
     assert proc.returncode == 2 and "run `nope` not found" in proc.stderr and "Traceback" not in proc.stderr

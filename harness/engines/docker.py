@@ -328,11 +328,14 @@ class DockerEngine:
 
     def leftovers(self, label_filter: str = LABEL) -> list[str]:
         """Names of containers (running or not) that carry the harness label."""
-        return [c.name for c in self.client.containers.list(all=True, filters={"label": label_filter})]
+        return [name for name, _ in self.labelled(label_filter)]
 
     def labelled(self, label_filter: str = LABEL) -> list[tuple[str, dict[str, str]]]:
-        """(name, labels) of every container (running or not) that carries the harness label."""
-        return [(c.name, c.labels or {}) for c in self.client.containers.list(all=True, filters={"label": label_filter})]
+        """(name, labels) of every container (running or not) that carries the harness label, from one
+        list call: the SDK's containers.list() inspects each one after listing, and a container removed
+        in between (another harness's cell ending) was a NotFound traceback in `invoke list` (seen in CI)."""
+        return [((c.get("Names") or ["/" + c["Id"][:12]])[0].lstrip("/"), c.get("Labels") or {})
+                for c in self.client.api.containers(all=True, filters={"label": label_filter})]
 
 
 NVIDIA_HINT = (
