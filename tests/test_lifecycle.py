@@ -307,21 +307,27 @@ def test_a_results_folder_that_fails_mid_cell_stops_the_run_with_exit_4_keeping_
 # ------------------------------------------------------------------- a real container of the docker engine
 @pytest.mark.engine
 @pytest.mark.slow
-def test_a_killed_harness_takes_its_container_with_it(engine, cpu_image, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_harness_takes_its_container_with_it(engine, cpu_image, tmp_path, sig):
     from harness.engines.docker import LABEL_OWNER, LABEL_RUN
 
-    run_id = f"sigkill-{os.getpid()}-{tmp_path.name}"[:60]
+    run_id = f"{sig.name.lower()}-{os.getpid()}-{tmp_path.name}"[:60]
     proc = _harness("matrix", "--engine", "docker", "--matrix", str(_matrix(tmp_path, "long")), "--wheelhouse",
                     str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", run_id)
     try:
         _wait_for(lambda: _in_phase(tmp_path / run_id, "init"), proc, "the cell's container did not start")
         (name,) = engine.leftovers(f"{LABEL_RUN}={run_id}")
         assert engine.labelled(f"{LABEL_RUN}={run_id}")[0][1][LABEL_OWNER].split("/")[2] == str(proc.pid)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 15
         while engine.leftovers(f"{LABEL_RUN}={run_id}") and time.monotonic() < deadline:
             time.sleep(0.2)
         assert engine.leftovers(f"{LABEL_RUN}={run_id}") == [], f"{name} outlived its harness"
     finally:
         proc.kill()
+    if sig == signal.SIGTERM:  # handled like Ctrl-C: the container is removed by the harness itself
+        assert proc.returncode == 130, err[-2000:]
+        (record,) = (tmp_path / run_id).glob("cells/*/record.json")
+        assert json.loads(record.read_text())["outcome"]["status"] == "interrupted" and "Traceback" not in err
+    assert _all_json_parses(tmp_path / run_id) == []
