@@ -10,6 +10,7 @@ from .matrix import Cell, Matrix
 from .workload.redact import shown_env
 
 CONTAINER_WORKLOAD = "/opt/harness/workload/run.py"
+CONTAINER_CONTROL = "/opt/harness/workload/control.py"  # the NCCL-only control's entry, beside run.py
 CONTAINER_OUT = "/out"
 
 
@@ -69,13 +70,39 @@ def launch(
     # under the variant's; the rank reports every difference (the launcher's doing)
     # the values only as they may be written down (workload/redact.py): this line is recorded with the cell
     args = workload_args(m, out, device, {**(inherited_env or {}), **shown_env(env)}, extra_args)
+    return Launch(launcher_argv(cell, ranks, python, port, workload, args), tuple(sorted(env.items())), ranks, device)
+
+
+def launcher_argv(cell: Cell, ranks: int, python: str, port: int, script: str, args: list[str]) -> tuple[str, ...]:
+    """`script args` started `ranks` times by the cell's launcher."""
     if cell.launcher == "torchrun":
-        argv = [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
-                "--master_addr", "127.0.0.1", "--master_port", str(port), workload, *args]
-    else:
-        # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
-        multi = ["--multi_gpu"] if ranks > 1 else []
-        argv = [python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
-                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", str(port), workload, *args]
-    return Launch(tuple(argv), tuple(sorted(env.items())), ranks, device)
+        return (python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
+                "--master_addr", "127.0.0.1", "--master_port", str(port), script, *args)
+    # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
+    multi = ["--multi_gpu"] if ranks > 1 else []
+    return (python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(port), script, *args)
+
+
+def control_launch(
+    cell: Cell,
+    m: Matrix,
+    *,
+    ranks: int,
+    python: str = "python",
+    control: str = CONTAINER_CONTROL,
+    out: str = CONTAINER_OUT,
+    port: int = 29500,
+    extra_args: tuple[str, ...] = (),
+) -> Launch:
+    """The NCCL-only control (workload/nccl_control.py) for `cell`: the cell's launcher, environment (its
+    variant's NCCL variables) and rank count, the control's entry instead of the workload, and the
+    matrix's bandwidth settings, so its busbw is the in-image reference for the cell's own figure."""
+    device = "cpu" if cell.stack.is_cpu else "cuda"
+    args = ["--out", out, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
+            "--trials", str(m.bandwidth_trials), "--init-timeout", str(process_group_timeout(m))]
+    if m.bandwidth_sizes:
+        args += ["--sizes", ",".join(str(s) for s in m.bandwidth_sizes)]
+    env = tuple(sorted(cell.variant.env_dict.items()))
+    return Launch(launcher_argv(cell, ranks, python, port, control, args + list(extra_args)), env, ranks, device)
