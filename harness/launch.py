@@ -41,14 +41,19 @@ def process_group_timeout(m: Matrix) -> int:
     return int(max(phases.values()) + PG_TIMEOUT_MARGIN_S)
 
 
+def bandwidth_args(m: Matrix) -> list[str]:
+    """The sweep's settings and the time a rank waits for its peers: the workload's and the control's."""
+    return ["--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup), "--trials", str(m.bandwidth_trials),
+            "--init-timeout", str(process_group_timeout(m))]
+
+
+def sizes_args(m: Matrix) -> list[str]:
+    return ["--sizes", ",".join(str(s) for s in m.bandwidth_sizes)] if m.bandwidth_sizes else []
+
+
 def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
-    sizes = ",".join(str(s) for s in m.bandwidth_sizes)
-    args = ["--out", out, "--device", device, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
-            "--trials", str(m.bandwidth_trials),
-            "--init-timeout", str(process_group_timeout(m)), "--expect-env", json.dumps(expect_env, sort_keys=True)]
-    if sizes:
-        args += ["--sizes", sizes]
-    return args + list(extra)
+    return ["--out", out, "--device", device, *bandwidth_args(m), "--expect-env", json.dumps(expect_env, sort_keys=True),
+            *sizes_args(m), *extra]
 
 
 def launch(
@@ -85,24 +90,11 @@ def launcher_argv(cell: Cell, ranks: int, python: str, port: int, script: str, a
             "--main_process_port", str(port), script, *args)
 
 
-def control_launch(
-    cell: Cell,
-    m: Matrix,
-    *,
-    ranks: int,
-    python: str = "python",
-    control: str = CONTAINER_CONTROL,
-    out: str = CONTAINER_OUT,
-    port: int = 29500,
-    extra_args: tuple[str, ...] = (),
-) -> Launch:
+def control_launch(cell: Cell, m: Matrix, *, ranks: int, python: str = "python", control: str = CONTAINER_CONTROL,
+                   out: str = CONTAINER_OUT, port: int = 29500) -> Launch:
     """The NCCL-only control (workload/nccl_control.py) for `cell`: the cell's launcher, environment (its
     variant's NCCL variables) and rank count, the control's entry instead of the workload, and the
     matrix's bandwidth settings, so its busbw is the in-image reference for the cell's own figure."""
-    device = "cpu" if cell.stack.is_cpu else "cuda"
-    args = ["--out", out, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
-            "--trials", str(m.bandwidth_trials), "--init-timeout", str(process_group_timeout(m))]
-    if m.bandwidth_sizes:
-        args += ["--sizes", ",".join(str(s) for s in m.bandwidth_sizes)]
-    env = tuple(sorted(cell.variant.env_dict.items()))
-    return Launch(launcher_argv(cell, ranks, python, port, control, args + list(extra_args)), env, ranks, device)
+    args = ["--out", out, *bandwidth_args(m), *sizes_args(m)]
+    return Launch(launcher_argv(cell, ranks, python, port, control, args), tuple(sorted(cell.variant.env_dict.items())),
+                  ranks, "cpu" if cell.stack.is_cpu else "cuda")

@@ -193,7 +193,7 @@ class Nccl:
         name = _text(self.f["ncclGetErrorString"](code))
         last = ""
         if self.f["ncclGetLastError"] is not None:
-            last = _text(self.f["ncclGetLastError"](comm if comm is not None else None))
+            last = _text(self.f["ncclGetLastError"](comm))
         raise NcclError(call, code, name, last)
 
     def version(self) -> int:
@@ -367,6 +367,7 @@ class Control(Runner):
         self.comm = self.nccl.init_rank(self.denv.world, uid, self.denv.rank)
         self.stream = self.cuda.stream()
         self.scratch = self._malloc(SCRATCH * 8)
+        self.cuda.call("cudaMemset", self.scratch, 0, SCRATCH * 8)  # the barrier's sum stays finite
         return {"local_rank": self.denv.local_rank, "world_size": self.denv.world, "id_file": path,
                 "id_wait_s": waited, "comm_init_s": time.monotonic() - t0, "env_set": env_set}
 
@@ -411,7 +412,8 @@ class Control(Runner):
         self._sync()
 
     def _max_over_ranks(self, values: List[float]) -> List[float]:
-        """Each value's maximum over the ranks (the slowest rank decides, as in bandwidth.py)."""
+        """Each value's maximum over the ranks (the slowest rank decides, as in bandwidth.py; a row's
+        `wrong` is so the most any rank saw, where the workload's sweep sums them)."""
         assert self.cuda is not None
         out: List[float] = []
         for start in range(0, len(values), SCRATCH):
