@@ -10,6 +10,7 @@ from .matrix import Cell, Matrix
 from .workload.redact import shown_env
 
 CONTAINER_WORKLOAD = "/opt/harness/workload/run.py"
+CONTAINER_CONTROL = "/opt/harness/workload/control.py"  # the NCCL-only control's entry, beside run.py
 CONTAINER_OUT = "/out"
 
 
@@ -40,14 +41,19 @@ def process_group_timeout(m: Matrix) -> int:
     return int(max(phases.values()) + PG_TIMEOUT_MARGIN_S)
 
 
+def bandwidth_args(m: Matrix) -> list[str]:
+    """The sweep's settings and the time a rank waits for its peers: the workload's and the control's."""
+    return ["--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup), "--trials", str(m.bandwidth_trials),
+            "--init-timeout", str(process_group_timeout(m))]
+
+
+def sizes_args(m: Matrix) -> list[str]:
+    return ["--sizes", ",".join(str(s) for s in m.bandwidth_sizes)] if m.bandwidth_sizes else []
+
+
 def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
-    sizes = ",".join(str(s) for s in m.bandwidth_sizes)
-    args = ["--out", out, "--device", device, "--iters", str(m.bandwidth_iters), "--warmup", str(m.bandwidth_warmup),
-            "--trials", str(m.bandwidth_trials),
-            "--init-timeout", str(process_group_timeout(m)), "--expect-env", json.dumps(expect_env, sort_keys=True)]
-    if sizes:
-        args += ["--sizes", sizes]
-    return args + list(extra)
+    return ["--out", out, "--device", device, *bandwidth_args(m), "--expect-env", json.dumps(expect_env, sort_keys=True),
+            *sizes_args(m), *extra]
 
 
 def launch(
@@ -69,13 +75,26 @@ def launch(
     # under the variant's; the rank reports every difference (the launcher's doing)
     # the values only as they may be written down (workload/redact.py): this line is recorded with the cell
     args = workload_args(m, out, device, {**(inherited_env or {}), **shown_env(env)}, extra_args)
+    return Launch(launcher_argv(cell, ranks, python, port, workload, args), tuple(sorted(env.items())), ranks, device)
+
+
+def launcher_argv(cell: Cell, ranks: int, python: str, port: int, script: str, args: list[str]) -> tuple[str, ...]:
+    """`script args` started `ranks` times by the cell's launcher."""
     if cell.launcher == "torchrun":
-        argv = [python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
-                "--master_addr", "127.0.0.1", "--master_port", str(port), workload, *args]
-    else:
-        # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
-        multi = ["--multi_gpu"] if ranks > 1 else []
-        argv = [python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
-                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", str(port), workload, *args]
-    return Launch(tuple(argv), tuple(sorted(env.items())), ranks, device)
+        return (python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
+                "--master_addr", "127.0.0.1", "--master_port", str(port), script, *args)
+    # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
+    multi = ["--multi_gpu"] if ranks > 1 else []
+    return (python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(port), script, *args)
+
+
+def control_launch(cell: Cell, m: Matrix, *, ranks: int, python: str = "python", control: str = CONTAINER_CONTROL,
+                   out: str = CONTAINER_OUT, port: int = 29500) -> Launch:
+    """The NCCL-only control (workload/nccl_control.py) for `cell`: the cell's launcher, environment (its
+    variant's NCCL variables) and rank count, the control's entry instead of the workload, and the
+    matrix's bandwidth settings, so its busbw is the in-image reference for the cell's own figure."""
+    args = ["--out", out, *bandwidth_args(m), *sizes_args(m)]
+    return Launch(launcher_argv(cell, ranks, python, port, control, args), tuple(sorted(cell.variant.env_dict.items())),
+                  ranks, "cpu" if cell.stack.is_cpu else "cuda")

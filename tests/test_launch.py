@@ -25,3 +25,23 @@ def test_default_thresholds_leave_the_watchdog_behind_the_prepare_threshold():
     # seen on 2x H200: the group timeout was timeouts.init (90 s) and fired before the 120 s prepare threshold
     m = matrix.load(matrix.DEFAULT_GPU_MATRIX)
     assert m.timeouts.init < m.timeouts.prepare < launch.process_group_timeout(m)
+
+
+@pytest.mark.parametrize("launcher", ["accelerate", "torchrun"])
+def test_the_control_runs_through_the_cells_own_launcher_env_and_ranks(launcher):
+    """Issue 16: the NCCL-only control is started as the cell is (launcher, variant env, rank count, GPU
+    device), with the control's entry where the workload's was and the matrix's bandwidth settings."""
+    m = matrix.load(matrix.DEFAULT_GPU_MATRIX)
+    cell = next(c for c in m.cells if c.launcher == launcher and c.variant.env_dict)
+    cell_launch = launch.launch(cell, m, ranks=2, port=29611)
+    control = launch.control_launch(cell, m, ranks=2, port=29611)
+    script = cell_launch.argv.index(launch.CONTAINER_WORKLOAD)
+    assert control.argv[:script] == cell_launch.argv[:script]
+    assert control.argv[script] == launch.CONTAINER_CONTROL
+    assert (control.env, control.ranks, control.device) == (cell_launch.env, cell_launch.ranks, "cuda")
+    args = control.argv[script + 1:]
+    for flag in ("--out", "--iters", "--warmup", "--trials", "--init-timeout"):
+        assert args[args.index(flag) + 1] == cell_launch.argv[cell_launch.argv.index(flag) + 1], flag
+    if m.bandwidth_sizes:
+        assert args[args.index("--sizes") + 1] == ",".join(str(s) for s in m.bandwidth_sizes)
+    assert "--expect-env" not in args and "--device" not in args  # the control's parser has neither

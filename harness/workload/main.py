@@ -91,7 +91,11 @@ def register_forensics(out_dir: str, rank: int) -> Any:
 
 
 class Runner:
-    """One rank's run: phases in order, events around each, a result at the end."""
+    """One rank's run: phases in order, events around each, a result at the end.
+
+    The NCCL-only control (nccl_control.py) is a Runner too, with its own PHASES and table."""
+
+    PHASES: Sequence[str] = cli.PHASES
 
     def __init__(self, args: Any, denv: distenv.DistEnv, writer: EventWriter,
                  heartbeat: Heartbeat) -> None:
@@ -183,7 +187,8 @@ class Runner:
 
     def record_error(self, phase: str, exc: BaseException) -> str:
         backend = getattr(self.state, "backend", None)
-        error_class = classify.classify_exception(exc, backend)
+        # an exception may name its own class (the control's "library not found" has no text to match)
+        error_class = getattr(exc, "error_class", None) or classify.classify_exception(exc, backend)
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.writer.emit("error", phase=phase, error_class=error_class, type=type(exc).__name__,
                          message=str(exc)[:2000], traceback=tb[-8000:])
@@ -192,20 +197,23 @@ class Runner:
     def run(self) -> int:
         """All phases; on the first error: error event, best-effort teardown, exit code 1."""
         table = self._table()
-        for name in cli.PHASES:
+        for name in self.PHASES:
             try:
                 fields = self.run_phase(name, table[name])
             except BaseException as exc:  # noqa: BLE001 - every failure must become an event
                 if isinstance(exc, SystemExit) and exc.code in (0, None):
                     raise
                 error_class = self.record_error(name, exc)
-                teardown = try_teardown(TEARDOWN_GRACE_S)
+                teardown = self.teardown_after_error()
                 self.finish("error", failed_phase=name, error_class=error_class,
                             teardown=teardown)
                 return 1
             self._summarise(name, fields)
         self.finish("ok")
         return 0
+
+    def teardown_after_error(self) -> str:
+        return try_teardown(TEARDOWN_GRACE_S)
 
     def _summarise(self, name: str, fields: Dict[str, Any]) -> None:
         if name == "prepare":
@@ -265,7 +273,12 @@ def try_teardown(grace_s: float) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point: returns the process exit code (0 ok, 1 phase error; argparse exits 2)."""
-    args = cli.parse_args(argv)
+    return run_rank(cli.parse_args(argv), Runner)
+
+
+def run_rank(args: Any, runner: Callable[..., Runner]) -> int:
+    """One rank of ``runner`` (the workload's or the control's): event file, forensics, start event,
+    heartbeat, the phases; returns the exit code."""
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     denv = distenv.resolve_dist_env(os.environ)
@@ -276,7 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 local_rank=denv.local_rank, python=sys.version.split()[0])
     heartbeat = Heartbeat(writer, args.heartbeat).start()
     try:
-        return Runner(args, denv, writer, heartbeat).run()
+        return runner(args, denv, writer, heartbeat).run()
     finally:
         heartbeat.stop()
         writer.close()

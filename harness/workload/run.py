@@ -19,10 +19,11 @@ def _fix_sys_path() -> None:
     sys.path.insert(0, _PARENT)
 
 
-def _import_main():
+def _import_main(module: str = "main"):
+    """``workload.<module>.main``: the workload's (run.py) or the NCCL-only control's (control.py)."""
     _fix_sys_path()
     try:
-        from workload.main import main
+        main = __import__("workload." + module, fromlist=["main"]).main
     finally:
         # Once imported, the package resolves its modules through __path__; drop the parent so
         # its other contents (in the repo: the rest of ``harness``) cannot shadow anything.
@@ -31,11 +32,15 @@ def _import_main():
     return main
 
 
-if __name__ == "__main__":
-    _main = _import_main()
-    _code = _main()
+def entry(module: str = "main") -> None:
+    """Run ``workload.<module>.main()`` and exit with its code."""
+    code = _import_main(module)()
     # Exit hard: after a collective failure, NCCL/gloo threads can block interpreter shutdown,
     # and every event is already fsync'd, so there is nothing left to flush but stdio.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(_code)
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    entry()
