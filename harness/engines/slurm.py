@@ -118,15 +118,15 @@ def _scontrol_job(job_id: str) -> dict[str, str] | None:
     return parse_job(result.output)
 
 
-def queued(name_prefix: str = JOB_PREFIX) -> list[tuple[str, str, str, str]]:
-    """The harness's jobs Slurm still lists: (id, name, state, comment); [] without squeue."""
+def queued(timeout: float = 30) -> list[tuple[str, str, str, str]]:
+    """The harness's jobs Slurm still lists: (id, name, state, comment); [] without squeue or an answer."""
     if proc.which("squeue") is None:
         return []
-    result = proc.run(["squeue", "-h", "-o", "%i|%j|%T|%k"], timeout=30)
+    result = proc.run(["squeue", "-h", "-o", "%i|%j|%T|%k"], timeout=timeout)
     if result.returncode != 0:
         return []
     jobs = [tuple((line.split("|", 3) + ["", "", ""])[:4]) for line in result.output.splitlines() if line.strip()]
-    return [j for j in jobs if j[1].startswith(name_prefix)]  # type: ignore[misc]
+    return [j for j in jobs if j[1].startswith(JOB_PREFIX)]  # type: ignore[misc]
 
 
 def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
