@@ -203,7 +203,7 @@ def publish(c, run=None, to=None, results=None):
     _exit(guarded(lambda: _commands().publish(run, Path(to), res)))
 
 
-@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default) or host"})
+@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm"})
 def doctor(c, gpus=None, engine=None):
     """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
     _exit(guarded(lambda: _commands().doctor(gpus, engine)))

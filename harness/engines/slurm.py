@@ -38,6 +38,14 @@ FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/sl
 JOB_PREFIX = "nccl-harness-"
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
          "OUT_OF_MEMORY"}  # JOB STATE CODES, squeue(1); COMPLETING is not ended: processes may still run
+# Pending reasons that mean the job cannot start as asked (squeue(1), JOB REASON CODES); any other
+# (Resources, Priority...) is waited for, PENDING_LIMIT_S at most. Seen here: --nodes 2 on the one-node
+# Slurm of scripts/slurm-local.sh is accepted by sbatch and pends with PartitionNodeLimit forever, which
+# the supervisor called a hang in startup before the job waited for its ranks to start.
+NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "PartitionInactive", "ReqNodeNotAvail",
+                "BadConstraints", "InvalidAccount", "InvalidQOS", "NodeDown", "DependencyNeverSatisfied",
+                "JobHeldAdmin", "JobHeldUser", "AssocMax", "AssocGrp", "QOSMax", "QOSGrp")
+PENDING_LIMIT_S = 900.0
 STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
 CANCEL_WAIT_S = 60.0
 
@@ -202,6 +210,23 @@ def _version() -> str:
     return result.output.strip() if result and result.returncode == 0 else ""
 
 
+def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
+    """Wait while the job is pending; a job that cannot start (NEVER_STARTS), or is still pending after
+    `limit_s`, is an InfraError with Slurm's reason, never a hang."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        job = running.job() or {}
+        state, reason = job.get("JobState", ""), job.get("Reason", "")
+        if state != "PENDING":
+            return
+        if reason.startswith(NEVER_STARTS) or time.monotonic() > deadline:
+            why = "cannot start as asked" if reason.startswith(NEVER_STARTS) else f"was still pending after {limit_s:.0f} s"
+            raise InfraError(f"Slurm job {running.job_id} {why}: pending, reason {reason} (squeue(1), JOB REASON "
+                             "CODES). Fix: ask for what the partition has (`sinfo -N -l`; --nodes, --partition, "
+                             "--time, --account), or wait until the cluster has room.")
+        time.sleep(STATE_POLL_S)
+
+
 class SlurmEngine(HostEngine):
     """Runs each cell as a Slurm job, on the nodes' own Python (the same path as this one's)."""
 
@@ -239,9 +264,10 @@ class SlurmEngine(HostEngine):
         return [controller, *([self._partition()] if controller.ok else []), *super().checks(gpus)]
 
     def preflight(self, progress: Progress) -> None:
-        for check in [self._controller()] + ([self._partition()] if self._controller().ok else []):
-            if not check.ok:
-                raise InfraError(f"--engine slurm: {check.name}: {check.detail}. {check.fix}")
+        for check in (self._controller, self._partition):  # the partition is asked only of a controller that answers
+            found = check()
+            if not found.ok:
+                raise InfraError(f"--engine slurm: {found.name}: {found.detail}. {found.fix}")
 
     def inherited_env(self, image: str) -> dict[str, str]:
         return relevant_env(os.environ)
@@ -279,6 +305,7 @@ class SlurmEngine(HostEngine):
         job_id = submitted.output.strip().splitlines()[-1].split(";")[0]
         running = SlurmRunning(job_id, spec.out_dir / "launcher.log", token)
         try:
+            started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
             yield running
         finally:
             while True:  # a second Ctrl-C stops the harness at once, but never before the job is gone
