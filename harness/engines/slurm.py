@@ -32,7 +32,7 @@ from ..matrix import Cell, Matrix
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check
-from .host import TOKEN_VAR, HostEngine, host_env, kill_all, marked
+from .host import TOKEN_VAR, HostEngine, Tagged, host_env, kill_all, tagged
 
 FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
 JOB_PREFIX = "nccl-harness-"
@@ -150,9 +150,13 @@ def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
         time.sleep(0.5)
 
 
-class SlurmRunning:
+class SlurmRunning(Tagged):
+    """A submitted job; its ranks on this machine are found by their token (Slurm exports the
+    submission's environment to every task)."""
+
     def __init__(self, job_id: str, log: Path, token: str) -> None:
-        self.job_id, self.log, self.token = job_id, log, token
+        super().__init__(log, token)
+        self.job_id = job_id
         self.state: dict[str, str] | None = {}
         self.checked = 0.0
 
@@ -170,39 +174,14 @@ class SlurmRunning:
             return None
         return exit_code(job)
 
-    def _mine(self) -> list:
-        """The job's processes on this node (Slurm exports the submission's environment to its tasks)."""
-        return [p for p in marked(TOKEN_VAR) if p.value == self.token]
-
-    def signal(self, pid: int, signame: str) -> None:
-        if pid in {p.pid for p in self._mine()}:  # ranks on this node; other nodes: not yet (README)
-            import signal
-
-            os.kill(pid, getattr(signal, f"SIG{signame}"))
-
-    def native_dump(self, pid: int) -> str:
-        if proc.which("py-spy") is None or pid not in {p.pid for p in self._mine()}:
-            return ""
-        result = proc.run(["py-spy", "dump", "--nonblocking", "--pid", str(pid)], timeout=20)
-        return result.output if result.returncode == 0 else f"(py-spy failed: {result.output.strip()[-300:]})"
-
-    def process_list(self) -> str:
-        return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in self._mine())
-
-    def output_tail(self, lines: int = 80) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
     def kill(self) -> None:
-        """scancel the job and wait until Slurm lists it no more; then nothing of it on this node."""
+        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine."""
         cancel([self.job_id])
-        kill_all(self._mine)
+        kill_all(lambda: tagged(self.token))
 
     def leftovers(self) -> list[str]:
         jobs = [f"slurm job {i} {name} ({state})" for i, name, state, _ in queued() if i == self.job_id]
-        return jobs + [p.describe() for p in self._mine()]
+        return jobs + super().leftovers()
 
 
 def _version() -> str:
@@ -308,12 +287,7 @@ class SlurmEngine(HostEngine):
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
             yield running
         finally:
-            while True:  # a second Ctrl-C stops the harness at once, but never before the job is gone
-                try:
-                    running.kill()
-                    break
-                except KeyboardInterrupt:
-                    continue
+            running.kill_surely()
             job = running.state or {}
             # where the attempt ran; the supervisor's record does not know engines' placements yet
             results.write_json(spec.out_dir / "slurm-job.json", {
