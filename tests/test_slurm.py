@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import launch, matrix, reaper
-from harness.engines import slurm
+from harness import launch, matrix, owner, reaper
+from harness.engines import host, slurm
 from harness.engines.slurm import SlurmEngine, SlurmOptions
 from harness.errors import HarnessError, InfraError
 from harness.progress import Progress
@@ -215,3 +215,34 @@ def test_a_job_that_cannot_start_is_an_infra_error_with_slurms_reason(slurm_clus
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert "INFRA-ERROR" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
     _no_jobs_of("t-pending")
+
+
+@pytest.mark.slurm
+def test_a_harness_killed_mid_cell_leaves_no_job(slurm_cluster, tmp_path):
+    """SIGKILL of the harness while its job runs: its watchdog (harness/reaper.py) cancels the job, and
+    none of the cell's processes is left on this machine."""
+    import signal
+    import time
+
+    harness = subprocess.Popen([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--only",
+                                "*acc1.15.0+default", "--results", str(tmp_path), "--run-id", "t-killed"], cwd=REPO,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("t-killed/cells/*/attempt-1/events-rank1.jsonl")):  # the ranks run
+            assert harness.poll() is None and time.monotonic() < deadline, "the job never ran"
+            time.sleep(0.2)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        def ranks() -> list:
+            return [p for p in host.marked(owner.OWNER_VAR) if "t-killed" in p.cmd]
+
+        deadline = time.monotonic() + 60
+        while ([j for j in slurm.queued() if "t-killed" in j[1]] or ranks()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        _no_jobs_of("t-killed")
+        assert not ranks(), [p.describe() for p in ranks()]
+    finally:
+        if harness.poll() is None:
+            harness.kill()
