@@ -20,27 +20,17 @@ mkdir -p "$(dirname "$LOG")"
 : >"$LOG"
 started=$SECONDS
 
-say() { printf '[slurm-local] %s\n' "$*" >&2; }
+TAG=slurm-local
+. scripts/lib/step.sh
 
 fail_with_logs() {
   say "$1; the end of the daemons' logs ($DAEMON_LOGS) and of $LOG:"
   for f in "$DAEMON_LOGS"/*.log "$LOG"; do
-    [ -s "$f" ] && { echo "== $f"; tail -n 15 "$f"; }
-  done | sed 's/^/[slurm-local]   | /' >&2
+    if [ -s "$f" ]; then echo "== $f"; tail -n 15 "$f"; fi
+  done | sed "s/^/[$TAG]   | /" >&2
   exit 4
 }
-
-# step TITLE COMMAND...: run COMMAND with its output in the log; one line saying how it went and how long it took.
-step() {
-  local title=$1 t0=$SECONDS
-  shift
-  printf '\n== %s: %s\n' "$title" "$*" >>"$LOG"
-  if "$@" >>"$LOG" 2>&1; then
-    say "$title: ok ($((SECONDS - t0))s)"
-  else
-    fail_with_logs "$title: FAILED with exit code $? after $((SECONDS - t0))s"
-  fi
-}
+on_step_failure() { fail_with_logs "$1"; }
 
 apt_install() {
   apt-get update -q

@@ -246,3 +246,15 @@ def test_a_harness_killed_mid_cell_leaves_no_job(slurm_cluster, tmp_path):
     finally:
         if harness.poll() is None:
             harness.kill()
+
+
+@pytest.mark.slurm
+def test_the_dry_run_prints_the_job_script_and_the_sbatch_line(slurm_cluster, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "2", "--ranks",
+                           "4", "--partition", "debug", "--only", "*acc1.15.0+default+torchrun", "--dry-run",
+                           "--results", str(tmp_path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "srun --ntasks-per-node=1" in proc.stdout and "--nproc_per_node 2" in proc.stdout
+    assert "sbatch --parsable" in proc.stdout and "--nodes=2" in proc.stdout and "--partition=debug" in proc.stdout
+    assert not list(tmp_path.iterdir()) and not [j for j in slurm.queued() if "torchrun" in j[1]]  # nothing ran
