@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 from . import baseimage, hints, images, reaper, results
@@ -154,8 +155,8 @@ def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESUL
 
 
 def clean(remove_images: bool = False) -> int:
-    """Remove what harnesses that have ended left behind, on both engines: host processes and containers
-    of dead harnesses, and containers of older harness versions (no owner label); a live harness's cells
+    """Remove what harnesses that have ended left behind, on every engine: host processes, containers and
+    Slurm jobs of dead harnesses, and containers of older harness versions (no owner label); a live harness's cells
     are never touched. Without a Docker engine only the host is swept (and said), not an error. With
     `remove_images`, also the images the harness built."""
     progress = Progress()
@@ -163,8 +164,9 @@ def clean(remove_images: bool = False) -> int:
     if docker is None:
         progress.say("No Docker engine reachable: no containers to remove; host processes only.")
     removed = reaper.sweep(progress, docker, unowned=True, connect=False)
-    containers = sum(1 for item in removed if item.engine == "docker")
-    print(f"removed {len(removed) - containers} process(es) and {containers} container(s)")
+    kinds = Counter(item.engine for item in removed)
+    print(f"removed {kinds['host']} process(es) and {kinds['docker']} container(s)"
+          + (f", cancelled {kinds['slurm']} Slurm job(s)" if kinds["slurm"] else ""))
     if remove_images:
         if docker is None:
             raise InfraError("--images: no Docker engine reachable, so no image can be removed. Fix: start the "

@@ -4,6 +4,8 @@ can be printed, tested, and pasted to rerun it by hand."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from dataclasses import dataclass
 
 from .matrix import Cell, Matrix
@@ -56,6 +58,38 @@ def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], 
             *sizes_args(m), *extra]
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """Where the ranks of a multi-node launch meet, as each node's launcher sees it: the values are
+    literal, or shell variables (NODE_VARS) that the node's shell expands (Slurm sets them per task)."""
+
+    count: str  # how many nodes
+    rank: str  # this node's index
+    addr: str  # the rendezvous host (the first node)
+
+
+ONE_NODE = Nodes("1", "0", "127.0.0.1")
+
+
+def launcher_argv(launcher: str, ranks: int, *, python: str, workload: str, port: str, args: list[str],
+                  nodes: Nodes = ONE_NODE, per_node: int | None = None) -> list[str]:
+    """The launcher's command for `ranks` ranks in all, `per_node` of them on each node (the one
+    declaration of the launchers' flags). One node: no node rank or address for Accelerate (it binds
+    locally), and the argv recorded by runs before the slurm engine is unchanged."""
+    per_node = ranks if per_node is None else per_node
+    multi_node = nodes != ONE_NODE
+    if launcher == "torchrun":
+        rank = ["--node_rank", nodes.rank] if multi_node else []
+        return [python, "-m", "torch.distributed.run", "--nnodes", nodes.count, "--nproc_per_node", str(per_node),
+                *rank, "--master_addr", nodes.addr, "--master_port", port, workload, *args]
+    # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
+    multi = ["--multi_gpu"] if ranks > 1 else []
+    machine = ["--machine_rank", nodes.rank, "--main_process_ip", nodes.addr] if multi_node else []
+    return [python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
+            "--num_machines", nodes.count, *machine, "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", port, workload, *args]
+
+
 def launch(
     cell: Cell,
     m: Matrix,
@@ -64,30 +98,23 @@ def launch(
     python: str = "python",
     workload: str = CONTAINER_WORKLOAD,
     out: str = CONTAINER_OUT,
-    port: int = 29500,
+    port: int | str = 29500,
     extra_args: tuple[str, ...] = (),
     inherited_env: dict[str, str] | None = None,
+    nodes: Nodes = ONE_NODE,
+    per_node: int | None = None,
 ) -> Launch:
-    """argv + env for `ranks` ranks of `cell` through its launcher (GPU cells: one rank per GPU)."""
+    """argv + env for `ranks` ranks of `cell` through its launcher (GPU cells: one rank per GPU), on one
+    machine, or on each of several `nodes` with `per_node` ranks there."""
     device = "cpu" if cell.stack.is_cpu else "cuda"
     env = cell.variant.env_dict
     # what the rank should see unless the launcher changes it: the host's or image's own variables
     # under the variant's; the rank reports every difference (the launcher's doing)
     # the values only as they may be written down (workload/redact.py): this line is recorded with the cell
     args = workload_args(m, out, device, {**(inherited_env or {}), **shown_env(env)}, extra_args)
-    return Launch(launcher_argv(cell, ranks, python, port, workload, args), tuple(sorted(env.items())), ranks, device)
-
-
-def launcher_argv(cell: Cell, ranks: int, python: str, port: int, script: str, args: list[str]) -> tuple[str, ...]:
-    """`script args` started `ranks` times by the cell's launcher."""
-    if cell.launcher == "torchrun":
-        return (python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),
-                "--master_addr", "127.0.0.1", "--master_port", str(port), script, *args)
-    # --multi_gpu with Accelerator(cpu=True) gives gloo ranks; --cpu would start no process group.
-    multi = ["--multi_gpu"] if ranks > 1 else []
-    return (python, "-m", "accelerate.commands.launch", *multi, "--num_processes", str(ranks),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(port), script, *args)
+    argv = launcher_argv(cell.launcher, ranks, python=python, workload=workload, port=str(port), args=args,
+                         nodes=nodes, per_node=per_node)
+    return Launch(tuple(argv), tuple(sorted(env.items())), ranks, device)
 
 
 def control_launch(cell: Cell, m: Matrix, *, ranks: int, python: str = "python", control: str = CONTAINER_CONTROL,
@@ -96,5 +123,28 @@ def control_launch(cell: Cell, m: Matrix, *, ranks: int, python: str = "python",
     variant's NCCL variables) and rank count, the control's entry instead of the workload, and the
     matrix's bandwidth settings, so its busbw is the in-image reference for the cell's own figure."""
     args = ["--out", out, *bandwidth_args(m), *sizes_args(m)]
-    return Launch(launcher_argv(cell, ranks, python, port, control, args), tuple(sorted(cell.variant.env_dict.items())),
-                  ranks, "cpu" if cell.stack.is_cpu else "cuda")
+    argv = launcher_argv(cell.launcher, ranks, python=python, workload=control, port=str(port), args=args)
+    return Launch(tuple(argv), tuple(sorted(cell.variant.env_dict.items())), ranks, "cpu" if cell.stack.is_cpu else "cuda")
+
+
+# The variables a Slurm task's shell expands for its node (sbatch(1), srun(1) OUTPUT ENVIRONMENT
+# VARIABLES); HARNESS_RDZV_ADDR and HARNESS_RDZV_PORT are set by the batch script (engines/slurm.py).
+SLURM_NODES = Nodes("${SLURM_NNODES}", "${SLURM_NODEID}", "${HARNESS_RDZV_ADDR}")
+SLURM_PORT = "${HARNESS_RDZV_PORT}"
+NODE_VAR = re.compile(r"^\$\{[A-Z_][A-Z0-9_]*\}$")
+
+
+def node_launch(cell: Cell, m: Matrix, *, nodes: int, ranks: int, python: str, workload: str, out: str,
+                extra_args: tuple[str, ...] = (), inherited_env: dict[str, str] | None = None) -> Launch:
+    """One node's launcher for a cell over `nodes` nodes, `ranks` ranks in all (a multiple of `nodes`);
+    its node count, index and rendezvous are the shell variables of SLURM_NODES."""
+    if nodes < 1 or ranks % nodes:
+        raise ValueError(f"{ranks} ranks cannot be spread evenly over {nodes} nodes")
+    return launch(cell, m, ranks=ranks, python=python, workload=workload, out=out, port=SLURM_PORT,
+                  extra_args=extra_args, inherited_env=inherited_env, nodes=SLURM_NODES, per_node=ranks // nodes)
+
+
+def shell_line(argv: tuple[str, ...] | list[str]) -> str:
+    """argv as a shell line in which the node variables (${SLURM_NODEID}...) are expanded and every
+    other word is quoted."""
+    return " ".join(f'"{a}"' if NODE_VAR.match(a) else shlex.quote(a) for a in argv)

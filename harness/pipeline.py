@@ -26,7 +26,8 @@ EXIT_INTERRUPTED = 130
 
 @dataclass(frozen=True)
 class MatrixOptions:
-    engine: str | None = None  # docker | host | None = docker when reachable, else host
+    engine: str | None = None  # docker | host | slurm | None = docker when reachable, else host
+    slurm: engines.SlurmOptions | None = None  # --nodes, --partition...: the slurm engine's flags, when given
     gpus: str | None = None  # "all", "0,1", None = all GPUs for GPU cells
     ranks: int | None = None  # CPU cells; default from the matrix file
     retries: int = 0
@@ -56,6 +57,8 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
     """Every flag checked before anything starts; returns the options made absolute and the GPU ids."""
     gpus = check_gpus(opts.gpus)
     check_ranks(opts.ranks)
+    if opts.slurm is not None:
+        opts.slurm.check()
     if opts.run_id is not None:
         results.check_run_id(opts.run_id)
     if opts.retries < 0:
@@ -96,7 +99,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
     m = replace(m, timeouts=check_timeouts(opts.timeouts, m.timeouts))
-    engine = engines.choose(opts.engine, progress)
+    engine = engines.choose(opts.engine, progress, opts.slurm)
     reaper.sweep(progress, engine if isinstance(engine, DockerEngine) else None)  # before anything is measured
     engine.preflight(progress)
     cells = engine.cells(m, cells, progress)

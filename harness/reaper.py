@@ -1,5 +1,6 @@
 """What a dead harness left running, found and removed: host processes by the owner in their environment
-(owner.OWNER_VAR), containers by their owner label (engines/docker.py LABEL_OWNER).
+(owner.OWNER_VAR), containers by their owner label (engines/docker.py LABEL_OWNER), Slurm jobs by the
+owner in their comment (engines/slurm.py).
 
 Seen before (issue 14): a harness killed mid-cell (SIGKILL, or SIGTERM before it was handled) left the
 launcher and both ranks running for as long as the cell would have run, and `--resume` then measured
@@ -19,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .engines import host
+from .engines import host, slurm
 from .errors import InfraError
 from .owner import OWNER_VAR, Owner
 
@@ -32,13 +33,13 @@ if TYPE_CHECKING:
 class Leftover:
     """One process or container a harness started, with its owner (None: an older harness, no owner)."""
 
-    engine: str  # host | docker
-    name: str  # a pid, or a container name
+    engine: str  # host | docker | slurm
+    name: str  # a pid, a container name, or a job id
     detail: str
     owner: Owner | None
 
     def describe(self) -> str:
-        kind = "process" if self.engine == "host" else "container"
+        kind = {"host": "process", "docker": "container", "slurm": "slurm job"}[self.engine]
         return f"{kind} {self.name} {self.detail}".strip()
 
 
@@ -62,12 +63,20 @@ def _containers(docker: "DockerEngine | None") -> list[Leftover]:
     return found
 
 
+def _jobs() -> list[Leftover]:
+    """The harness's jobs Slurm still lists, where a Slurm controller answers (a short wait where one is
+    configured but down: every command sweeps)."""
+    return [Leftover("slurm", job_id, f"({name}, {state})", Owner.parse(comment))
+            for job_id, name, state, comment in slurm.queued(timeout=5)]
+
+
 def _remove(items: list[Leftover], docker: "DockerEngine | None") -> None:
     if any(i.engine == "host" for i in items):  # again until none is left: a launcher may start a rank between two looks
         host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if _dead(p.value)])
     for item in items:
         if item.engine == "docker" and docker is not None:
             docker.remove_container(item.name)
+    slurm.cancel([i.name for i in items if i.engine == "slurm"])
 
 
 def _dead(marker: str) -> bool:
@@ -91,7 +100,7 @@ def sweep(progress: "Progress", docker: "DockerEngine | None" = None, *, unowned
     owner), on the host and, when one answers, in the Docker engine; each said in one line."""
     if docker is None and connect:
         docker = connect_docker()
-    found = [item for item in _processes() + _containers(docker)
+    found = [item for item in _processes() + _containers(docker) + _jobs()
              if (item.owner.dead() if item.owner is not None else unowned)]
     if not found:
         return []
@@ -107,7 +116,9 @@ def sweep(progress: "Progress", docker: "DockerEngine | None" = None, *, unowned
 
 
 def reap(marker: str, engine: str) -> None:
-    """The watchdog's work once its harness has ended: its processes, and its containers on `engine`."""
+    """The watchdog's work once its harness has ended: its processes, and its containers or jobs on `engine`."""
+    if engine == "slurm":  # first: a cancelled job's ranks end, and none starts after the kill below
+        slurm.cancel([job_id for job_id, _, _, comment in slurm.queued() if comment == marker])
     host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if p.value == marker])
     if engine == "docker":
         docker = connect_docker(timeout=10)

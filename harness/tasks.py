@@ -91,27 +91,48 @@ def _build_options(rebuild, wheelhouse, ca_bundle):
     )
 
 
+SLURM_HELP = {
+    "nodes": "slurm engine: nodes per cell, one launcher on each (default 1)",
+    "partition": "slurm engine: the partition (default: the cluster's default)",
+    "account": "slurm engine: the account to charge",
+    "time": "slurm engine: each job's time limit (sbatch --time, e.g. 10 or 0:30:00)",
+    "slurm_arg": "slurm engine: one more sbatch option, e.g. --slurm-arg=--exclusive; repeatable",
+}
+
+
+def _slurm(nodes, partition, account, time, slurm_arg):
+    """The slurm engine's flags as its options, or None when none was given."""
+    if nodes is None and partition is None and account is None and time is None and not slurm_arg:
+        return None
+    from .engines.slurm import SlurmOptions
+
+    count = _number("--nodes", nodes, int, "2")
+    return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()))
+
+
 @task(
-    iterable=["only", "exclude", "timeout"],
+    iterable=["only", "exclude", "timeout", "slurm_arg"],
     help={
         **SELECT_HELP,
         **BUILD_HELP,
         "list": "print the expanded cells (n/a ones with their reason) and stop",
         "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
         "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
-        "engine": "docker or host (default: docker when reachable, else host)",
+        "engine": "docker, host or slurm (default: docker when reachable, else host)",
+        **SLURM_HELP,
         "ranks": "ranks of a CPU cell (default: the matrix file's)",
         "retries": "re-run hang and infra-error cells up to N times (default 0)",
         "resume": "continue a run (--run-id, default the latest): skip cells already recorded",
         "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
         "jobs": "images built in parallel (default 1; cells always run one at a time)",
-        "dry_run": "print what would be built and each cell's docker run line; run nothing",
+        "dry_run": "print what would be built and each cell's docker run line (slurm: batch script and sbatch line); run nothing",
         "verbose": VERBOSE_HELP,
     },
 )
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
-           results=None, run_id=None, verbose=False):
+           results=None, run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None,
+           slurm_arg=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
@@ -120,7 +141,7 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 
     def run() -> int:
         options = _commands().MatrixOptions(
-            engine=engine, gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), resume=resume, timeouts=tuple(timeout or ()),
             jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
@@ -182,7 +203,7 @@ def publish(c, run=None, to=None, results=None):
     _exit(guarded(lambda: _commands().publish(run, Path(to), res)))
 
 
-@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default) or host"})
+@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm"})
 def doctor(c, gpus=None, engine=None):
     """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
     _exit(guarded(lambda: _commands().doctor(gpus, engine)))

@@ -13,22 +13,8 @@ mkdir -p "$(dirname "$LOG")"
 : >"$LOG"
 started=$SECONDS
 
-say() { printf '[setup] %s\n' "$*" >&2; }
-
-# step TITLE COMMAND...: run COMMAND with its output in the log; one line saying how it went and how long it took.
-step() {
-  local title=$1 t0=$SECONDS
-  shift
-  printf '\n== %s: %s\n' "$title" "$*" >>"$LOG"
-  if "$@" >>"$LOG" 2>&1; then
-    say "$title: ok ($((SECONDS - t0))s)"
-  else
-    local rc=$?
-    say "$title: FAILED with exit code $rc after $((SECONDS - t0))s; the end of $LOG:"
-    tail -n 25 "$LOG" | sed 's/^/[setup]   | /' >&2
-    exit "$rc"
-  fi
-}
+TAG=setup
+. scripts/lib/step.sh
 
 has_module() { python3 -c "import $1" >/dev/null 2>&1; }
 

@@ -1,5 +1,6 @@
-"""Shared fixtures. Engine tests use the real Docker engine; under CI=true they fail, not skip, when
-none can be had, so a CI run can never pass without having built and run an image."""
+"""Shared fixtures. Engine tests use the real Docker engine, slurm tests a real Slurm on this machine;
+under CI=true they fail, not skip, when none can be had, so a CI run can never pass without having
+built and run an image, and run a cell as a Slurm job."""
 
 from __future__ import annotations
 
@@ -35,6 +36,33 @@ def engine():
     yield eng
     left = eng.leftovers()
     assert not left, f"the tests left harness containers behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    """A Slurm controller that answers: the one configured here, else the one-node Slurm of
+    scripts/slurm-local.sh (which installs slurm-wlm and munge when missing; root only)."""
+    import subprocess
+
+    def answers() -> bool:
+        if shutil.which("scontrol") is None or shutil.which("sbatch") is None:
+            return False
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=60)
+        return ping.returncode == 0 and "UP" in ping.stdout
+
+    if not answers():
+        if os.geteuid() != 0:
+            _unavailable("no Slurm controller answers, and scripts/slurm-local.sh needs root to start one")
+        started = subprocess.run(["bash", str(REPO / "scripts" / "slurm-local.sh")], capture_output=True, text=True,
+                                 timeout=600)
+        if started.returncode != 0 or not answers():
+            _unavailable(f"scripts/slurm-local.sh could not start Slurm (exit {started.returncode}): "
+                         f"{started.stderr[-1500:]}")
+    yield
+    from harness.engines import slurm
+
+    left = slurm.queued()
+    assert not left, f"the tests left harness jobs in squeue: {left}"
 
 
 @pytest.fixture(scope="session")
@@ -157,5 +185,5 @@ def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: fl
 
 
 def pytest_collection_modifyitems(config, items):
-    """Fast tests first: anything that needs the engine runs after the pure ones."""
-    items.sort(key=lambda item: item.get_closest_marker("engine") is not None)
+    """Fast tests first: anything that needs an engine (Docker or Slurm) runs after the pure ones."""
+    items.sort(key=lambda item: any(item.get_closest_marker(m) is not None for m in ("engine", "slurm")))

@@ -69,6 +69,14 @@ CASES = [
     # --engine
     (["matrix", "--engine", "podman"], ["--engine podman"]),
     (["matrix", "--engine", "dokcer"], ["--engine dokcer", "did you mean docker?"]),
+    (["matrix", "--engine", "slurn"], ["--engine slurn", "did you mean slurm?"]),
+    # the slurm engine's flags
+    (["matrix", "--nodes", "2"], ["--nodes", "for the slurm engine", "--engine slurm"]),
+    (["matrix", "--engine", "slurm", "--nodes", "0"], ["--nodes 0", "at least 1"]),
+    (["matrix", "--engine", "slurm", "--nodes", "two"], ["--nodes 'two'", "a whole number"]),
+    (["matrix", "--engine", "slurm", "--time", "soon"], ["--time 'soon'", "0:30:00"]),
+    (["matrix", "--engine", "slurm", "--partition", "a b"], ["--partition 'a b'"]),
+    (["matrix", "--engine", "slurm", "--slurm-arg", "exclusive"], ["--slurm-arg 'exclusive'", "--exclusive"]),
     # selection and files
     (["matrix", "--only", "bogus=1"], ["--only 'bogus=1'", "not a cell key"]),
     (["matrix", "--exclude", "torhc=2.5"], ["--exclude 'torhc=2.5'", "did you mean `torch`?"]),

@@ -1,5 +1,5 @@
-"""Where ranks run: `docker` (one container per attempt, through the Docker SDK) or `host` (the launcher
-as a subprocess of this Python). Each is the only module that talks to its engine; base.py says what
+"""Where ranks run: `docker` (one container per attempt, through the Docker SDK), `host` (the launcher
+as a subprocess of this Python) or `slurm` (one Slurm job per attempt, a launcher per node). Each is the only module that talks to its engine; base.py says what
 every engine offers, and `choose` picks one from the --engine flag."""
 
 from __future__ import annotations
@@ -9,16 +9,23 @@ from ..progress import Progress
 from .base import Engine
 from .docker import DockerEngine
 from .host import HostEngine
+from .slurm import SlurmEngine, SlurmOptions
 
-NAMES = ("docker", "host")
+NAMES = ("docker", "host", "slurm")
 
 
-def choose(choice: str | None, progress: Progress) -> Engine:
-    """--engine docker|host; without it docker when reachable, else host (said in one line)."""
+def choose(choice: str | None, progress: Progress, slurm: SlurmOptions | None = None) -> Engine:
+    """--engine docker|host|slurm; without it docker when reachable, else host (said in one line).
+    `slurm`: the --nodes/--partition/... flags, which only the slurm engine takes."""
     if choice not in (None, *NAMES):
         guess = closest(choice, NAMES)
         raise HarnessError(f"--engine {choice}: unknown engine{f'; did you mean {guess}?' if guess else '.'} "
-                           "Fix: use --engine docker or --engine host.")
+                           "Fix: use --engine docker, --engine host or --engine slurm.")
+    if slurm is not None and choice != "slurm":
+        raise HarnessError("--nodes, --partition, --account, --time and --slurm-arg are for the slurm engine. "
+                           "Fix: add --engine slurm, or leave them out.")
+    if choice == "slurm":
+        return SlurmEngine(slurm or SlurmOptions())
     if choice == "host":
         return HostEngine()
     try:

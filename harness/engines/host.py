@@ -93,12 +93,12 @@ def kill_all(find: Callable[[], list[Marked]], deadline_s: float = 10.0,
         time.sleep(0.05)
 
 
-class HostRunning:
-    def __init__(self, popen: subprocess.Popen, log: Path, token: str) -> None:
-        self.popen, self.log, self.token = popen, log, token
+class Tagged:
+    """The processes of one started cell on this machine, found by the token in their environment: what
+    every engine that starts ranks here offers the supervisor besides poll and kill."""
 
-    def poll(self) -> int | None:
-        return self.popen.poll()
+    def __init__(self, log: Path, token: str) -> None:
+        self.log, self.token = log, token
 
     def signal(self, pid: int, signame: str) -> None:
         if pid in {p.pid for p in tagged(self.token)}:
@@ -119,6 +119,31 @@ class HostRunning:
         except OSError:
             return ""
 
+    def leftovers(self) -> list[str]:
+        return [p.describe() for p in tagged(self.token)]
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def kill_surely(self) -> None:
+        """kill(), even while the user keeps pressing Ctrl-C: a second Ctrl-C stops the harness at once,
+        but never before the ranks are dead."""
+        while True:
+            try:
+                self.kill()
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+class HostRunning(Tagged):
+    def __init__(self, popen: subprocess.Popen, log: Path, token: str) -> None:
+        super().__init__(log, token)
+        self.popen = popen
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
     def kill(self) -> None:
         """SIGKILL the launcher's group and every tagged process, until none is left (10 s at most)."""
 
@@ -135,9 +160,6 @@ class HostRunning:
 
         launcher()
         kill_all(lambda: tagged(self.token), also=launcher)
-
-    def leftovers(self) -> list[str]:
-        return [p.describe() for p in tagged(self.token)]
 
 
 def host_stack(python: str = sys.executable) -> Stack:
@@ -254,9 +276,4 @@ class HostEngine:
         try:
             yield running
         finally:
-            while True:  # a second Ctrl-C stops the harness at once, but never before the ranks are dead
-                try:
-                    running.kill()
-                    break
-                except KeyboardInterrupt:
-                    continue
+            running.kill_surely()

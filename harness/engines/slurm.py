@@ -1,0 +1,296 @@
+"""The slurm engine: each attempt of a cell is one Slurm job over --nodes nodes, submitted with `sbatch`;
+its batch script runs one launcher per node through `srun` (node count, index and the allocation's
+first node as rendezvous from Slurm's variables, launch.node_launch), on the nodes' own Python stack as
+the host engine does. The ranks write their events into the attempt's folder, which every node must see
+(shared storage; on one machine it trivially is), and the supervisor follows them unchanged.
+
+The job's state comes from `scontrol show job` (accounting storage, and so `sacct`, is often not
+configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it. Jobs
+are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
+watchdog and the sweep (harness/reaper.py) cancel the jobs of a harness that died.
+This slice runs and signals ranks on this machine's node only; see README "Slurm" for what is not yet
+supported (containers on the nodes, forensics on other nodes, pending-reason verdicts)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .. import WORKLOAD_DIR
+from .. import launch as launch_mod
+from .. import owner, proc, results
+from ..errors import HarnessError, InfraError
+from ..matrix import Cell, Matrix
+from ..progress import Progress
+from ..workload.fingerprint import relevant_env
+from .base import CellSpec, Check
+from .host import TOKEN_VAR, HostEngine, Tagged, host_env, kill_all, tagged
+
+FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
+JOB_PREFIX = "nccl-harness-"
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+         "OUT_OF_MEMORY"}  # JOB STATE CODES, squeue(1); COMPLETING is not ended: processes may still run
+# Pending reasons that mean the job cannot start as asked (squeue(1), JOB REASON CODES); any other
+# (Resources, Priority...) is waited for, PENDING_LIMIT_S at most. Seen here: --nodes 2 on the one-node
+# Slurm of scripts/slurm-local.sh is accepted by sbatch and pends with PartitionNodeLimit forever, which
+# the supervisor called a hang in startup before the job waited for its ranks to start.
+NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "PartitionInactive", "ReqNodeNotAvail",
+                "BadConstraints", "InvalidAccount", "InvalidQOS", "NodeDown", "DependencyNeverSatisfied",
+                "JobHeldAdmin", "JobHeldUser", "AssocMax", "AssocGrp", "QOSMax", "QOSGrp")
+PENDING_LIMIT_S = 900.0
+STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
+CANCEL_WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """The --nodes, --partition, --account, --time and --slurm-arg flags, checked."""
+
+    nodes: int = 1
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    extra: tuple[str, ...] = ()
+
+    def check(self) -> "SlurmOptions":
+        if self.nodes < 1:
+            raise HarnessError(f"--nodes {self.nodes}: must be at least 1. Fix: e.g. --nodes 2.")
+        for flag, value in (("--partition", self.partition), ("--account", self.account)):
+            if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+                raise HarnessError(f"{flag} {value!r}: not a Slurm name (letters, digits, _ . -). Fix: e.g. {flag} debug.")
+        if self.time is not None and not re.fullmatch(r"(\d+-)?\d+(:\d+){0,2}", self.time):
+            raise HarnessError(f"--time {self.time!r}: not a Slurm time limit. Fix: e.g. --time 10 (minutes), "
+                               "--time 0:30:00 or --time 1-00:00:00.")
+        for arg in self.extra:
+            if not arg.startswith("--"):
+                raise HarnessError(f"--slurm-arg {arg!r}: expected an sbatch option starting with --. "
+                                   "Fix: e.g. --slurm-arg=--exclusive or --slurm-arg=--constraint=ib.")
+        return self
+
+    def sbatch_args(self) -> list[str]:
+        """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
+        args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
+        args += [f"--{k}={v}" for k, v in (("partition", self.partition), ("account", self.account),
+                                           ("time", self.time)) if v is not None]
+        return args + list(self.extra)
+
+
+def job_name(run_id: str, cell_id: str) -> str:
+    return f"{JOB_PREFIX}{run_id}-{cell_id}"
+
+
+def batch_script(launch: launch_mod.Launch) -> str:
+    """The job's script: the rendezvous address (the allocation's first node) and a port of this job,
+    then one launcher per node through srun; the launcher's exit code is the job's."""
+    return "\n".join([
+        "#!/bin/bash",
+        "# written by nccl-harness (harness/engines/slurm.py): one launcher per node",
+        'HARNESS_RDZV_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "HARNESS_RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))  # two jobs on one node meet on two ports",
+        "export HARNESS_RDZV_ADDR HARNESS_RDZV_PORT",
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + launch_mod.shell_line(launch.argv))}",
+        "",
+    ])
+
+
+def parse_job(text: str) -> dict[str, str]:
+    """`scontrol show job -o ID`'s one line as KEY=VALUE pairs (values without spaces are all we read)."""
+    return dict(word.split("=", 1) for word in text.split() if "=" in word)
+
+
+def exit_code(job: dict[str, str]) -> int:
+    """The batch script's exit code from ExitCode=CODE:SIGNAL; a signal is -SIGNAL as Popen says it; a job
+    that ended without running (cancelled while pending) is 1 when Slurm says 0."""
+    code, _, sig = job.get("ExitCode", "1:0").partition(":")
+    if sig.isdigit() and int(sig):
+        return -int(sig)
+    value = int(code) if code.isdigit() else 1
+    return value if value or job.get("JobState") == "COMPLETED" else 1
+
+
+def _scontrol_job(job_id: str) -> dict[str, str] | None:
+    """The job as the controller knows it; None once it is forgotten (MinJobAge after its end)."""
+    result = proc.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
+    if result.returncode != 0:
+        if "Invalid job id" in result.output:
+            return None
+        proc.check(result, "scontrol show job", FIX)
+    return parse_job(result.output)
+
+
+def queued(timeout: float = 30) -> list[tuple[str, str, str, str]]:
+    """The harness's jobs Slurm still lists: (id, name, state, comment); [] without squeue or an answer."""
+    if proc.which("squeue") is None:
+        return []
+    result = proc.run(["squeue", "-h", "-o", "%i|%j|%T|%k"], timeout=timeout)
+    if result.returncode != 0:
+        return []
+    jobs = [tuple((line.split("|", 3) + ["", "", ""])[:4]) for line in result.output.splitlines() if line.strip()]
+    return [j for j in jobs if j[1].startswith(JOB_PREFIX)]  # type: ignore[misc]
+
+
+def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
+    """scancel the jobs, then wait until squeue lists none of them; returns those still listed."""
+    if not job_ids:
+        return []
+    proc.run(["scancel", *job_ids], timeout=30)
+    deadline = time.monotonic() + deadline_s
+    while True:
+        left = [j[0] for j in queued() if j[0] in job_ids]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+class SlurmRunning(Tagged):
+    """A submitted job; its ranks on this machine are found by their token (Slurm exports the
+    submission's environment to every task)."""
+
+    def __init__(self, job_id: str, log: Path, token: str) -> None:
+        super().__init__(log, token)
+        self.job_id = job_id
+        self.state: dict[str, str] | None = {}
+        self.checked = 0.0
+
+    def job(self) -> dict[str, str] | None:
+        now = time.monotonic()
+        if now - self.checked >= STATE_POLL_S:
+            self.state, self.checked = _scontrol_job(self.job_id), now
+        return self.state
+
+    def poll(self) -> int | None:
+        job = self.job()
+        if job is None:
+            raise InfraError(f"Slurm job {self.job_id} ended and was forgotten before its state was read. {FIX}")
+        if job.get("JobState") not in ENDED:
+            return None
+        return exit_code(job)
+
+    def kill(self) -> None:
+        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine."""
+        cancel([self.job_id])
+        kill_all(lambda: tagged(self.token))
+
+    def leftovers(self) -> list[str]:
+        jobs = [f"slurm job {i} {name} ({state})" for i, name, state, _ in queued() if i == self.job_id]
+        return jobs + super().leftovers()
+
+
+def _version() -> str:
+    result = proc.run(["sinfo", "--version"], timeout=30) if proc.which("sinfo") else None
+    return result.output.strip() if result and result.returncode == 0 else ""
+
+
+def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
+    """Wait while the job is pending; a job that cannot start (NEVER_STARTS), or is still pending after
+    `limit_s`, is an InfraError with Slurm's reason, never a hang."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        job = running.job() or {}
+        state, reason = job.get("JobState", ""), job.get("Reason", "")
+        if state != "PENDING":
+            return
+        if reason.startswith(NEVER_STARTS) or time.monotonic() > deadline:
+            why = "cannot start as asked" if reason.startswith(NEVER_STARTS) else f"was still pending after {limit_s:.0f} s"
+            raise InfraError(f"Slurm job {running.job_id} {why}: pending, reason {reason} (squeue(1), JOB REASON "
+                             "CODES). Fix: ask for what the partition has (`sinfo -N -l`; --nodes, --partition, "
+                             "--time, --account), or wait until the cluster has room.")
+        time.sleep(STATE_POLL_S)
+
+
+class SlurmEngine(HostEngine):
+    """Runs each cell as a Slurm job, on the nodes' own Python (the same path as this one's)."""
+
+    name = "slurm"
+    builds_images = False
+    python = sys.executable
+    workload = str(WORKLOAD_DIR / "run.py")
+
+    def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
+        self.options = options.check()
+
+    def facts(self) -> dict:
+        o = self.options
+        return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
+                "partition": o.partition, "account": o.account, "time": o.time, "slurm_args": list(o.extra)}
+
+    def _controller(self) -> Check:
+        if proc.which("sbatch") is None or proc.which("scontrol") is None:
+            return Check("slurm", False, "sbatch/scontrol are not on PATH", FIX)
+        result = proc.run(["scontrol", "ping"], timeout=30)
+        up = result.returncode == 0 and "UP" in result.output
+        return Check("slurm controller", up, result.output.strip().splitlines()[-1] if result.output.strip() else "no answer",
+                     "" if up else FIX)
+
+    def _partition(self) -> Check:
+        argv = ["sinfo", "-h", "-o", "%P %a %D %T"] + (["-p", self.options.partition] if self.options.partition else [])
+        result = proc.run(argv, timeout=30)
+        lines = result.output.strip().splitlines() if result.returncode == 0 else []
+        name = self.options.partition or "the default partition"
+        return Check("slurm partition", bool(lines), "; ".join(lines) or f"{name}: not found",
+                     "" if lines else "Fix: --partition with one of `sinfo -s`'s partitions.")
+
+    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+        controller = self._controller()
+        return [controller, *([self._partition()] if controller.ok else []), *super().checks(gpus)]
+
+    def preflight(self, progress: Progress) -> None:
+        for check in (self._controller, self._partition):  # the partition is asked only of a controller that answers
+            found = check()
+            if not found.ok:
+                raise InfraError(f"--engine slurm: {found.name}: {found.detail}. {found.fix}")
+
+    def inherited_env(self, image: str) -> dict[str, str]:
+        return relevant_env(os.environ)
+
+    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
+        nodes = self.options.nodes
+        if ranks % nodes:
+            raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
+                               f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
+        return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=self.python, workload=self.workload,
+                                      out=str(out), extra_args=extra_args, inherited_env=inherited_env)
+
+    def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
+        return ["sbatch", "--parsable", f"--job-name={job_name(spec.run_id, spec.cell_id)}",
+                f"--comment={owner.current().marker}", f"--output={spec.out_dir / 'launcher.log'}",
+                f"--chdir={spec.out_dir}", *self.options.sbatch_args(), str(script)]
+
+    def equivalent(self, spec: CellSpec) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())
+        script = spec.out_dir / "job.sh"
+        return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(spec.launch).splitlines())
+                + f"\n{env} {shlex.join(self.sbatch_argv(spec, script))}")
+
+    @contextmanager
+    def start(self, spec: CellSpec) -> Iterator[SlurmRunning]:
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        script = spec.out_dir / "job.sh"
+        results.write_text(script, batch_script(spec.launch))
+        token = uuid.uuid4().hex
+        owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
+        env = {**os.environ, **host_env(spec), TOKEN_VAR: token, owner.OWNER_VAR: owner.current().marker}
+        submitted = proc.run(self.sbatch_argv(spec, script), timeout=60, env=env)
+        proc.check(submitted, "sbatch", FIX)
+        job_id = submitted.output.strip().splitlines()[-1].split(";")[0]
+        running = SlurmRunning(job_id, spec.out_dir / "launcher.log", token)
+        try:
+            started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
+            yield running
+        finally:
+            running.kill_surely()
+            job = running.state or {}
+            # where the attempt ran; the supervisor's record does not know engines' placements yet
+            results.write_json(spec.out_dir / "slurm-job.json", {
+                "job_id": job_id, "job_name": job_name(spec.run_id, spec.cell_id), "nodes": job.get("NodeList"),
+                "state": job.get("JobState"), "reason": job.get("Reason"), "partition": job.get("Partition"),
+                "exit_code": job.get("ExitCode")})

@@ -1,0 +1,260 @@
+"""The slurm engine. Pure first: one launcher per node, with its node count, index and rendezvous from
+Slurm's variables, as each node's shell expands them; the job's script, its state and exit code. Then
+against a real Slurm on this machine (scripts/slurm-local.sh, the `slurm_cluster` fixture): a healthy
+CPU cell passes through the command line with the host engine's record, a stopped rank is a hang in its
+phase, a killed rank is a fail, and no job of the harness is left in squeue after any of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import launch, matrix, owner, reaper
+from harness.engines import host, slurm
+from harness.engines.slurm import SlurmEngine, SlurmOptions
+from harness.errors import HarnessError, InfraError
+from harness.progress import Progress
+
+from .conftest import REPO
+
+CPU = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+NODE_ENV = {"SLURM_NNODES": "2", "SLURM_NODEID": "1", "HARNESS_RDZV_ADDR": "node-a", "HARNESS_RDZV_PORT": "24242"}
+
+
+def _cell(launcher: str) -> matrix.Cell:
+    return next(c for c in CPU.cells if c.launcher == launcher and c.variant.name == "default")
+
+
+def _node_argv(launcher: str, nodes: int, ranks: int) -> list[str]:
+    """The launcher's words as a node's shell runs them, with NODE_ENV as Slurm and the script set it."""
+    lnch = launch.node_launch(_cell(launcher), CPU, nodes=nodes, ranks=ranks, python="python3", workload="/w/run.py",
+                              out="/shared/out dir")
+    line = "printf '%s\\n' " + launch.shell_line(lnch.argv)
+    done = subprocess.run(["bash", "-c", line], env={**NODE_ENV, "PATH": os.environ["PATH"]}, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.splitlines()
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_accelerate_on_each_node_gets_machines_its_rank_and_the_first_node():
+    argv = _node_argv("accelerate", nodes=2, ranks=4)
+    assert argv[:3] == ["python3", "-m", "accelerate.commands.launch"]
+    assert _flag(argv, "--num_processes") == "4"  # Accelerate counts every node's processes
+    assert _flag(argv, "--num_machines") == "2"
+    assert _flag(argv, "--machine_rank") == "1"
+    assert _flag(argv, "--main_process_ip") == "node-a"
+    assert _flag(argv, "--main_process_port") == "24242"
+    assert "--multi_gpu" in argv
+    assert argv[argv.index("/w/run.py") + 1:][:2] == ["--out", "/shared/out dir"]  # quoted through the shell
+
+
+def test_torchrun_on_each_node_gets_nnodes_its_rank_and_the_first_node():
+    argv = _node_argv("torchrun", nodes=2, ranks=4)
+    assert argv[:3] == ["python3", "-m", "torch.distributed.run"]
+    assert _flag(argv, "--nproc_per_node") == "2"  # torchrun counts one node's processes
+    assert (_flag(argv, "--nnodes"), _flag(argv, "--node_rank")) == ("2", "1")
+    assert (_flag(argv, "--master_addr"), _flag(argv, "--master_port")) == ("node-a", "24242")
+
+
+@pytest.mark.parametrize("launcher", ["accelerate", "torchrun"])
+def test_one_node_runs_every_rank_there(launcher):
+    argv = _node_argv(launcher, nodes=1, ranks=2)
+    per_node = "--num_processes" if launcher == "accelerate" else "--nproc_per_node"
+    assert _flag(argv, per_node) == "2"
+    # the workload's arguments are the host engine's, word for word
+    host = launch.launch(_cell(launcher), CPU, ranks=2, python="python3", workload="/w/run.py", out="/shared/out dir")
+    assert argv[argv.index("/w/run.py"):] == list(host.argv[host.argv.index("/w/run.py"):])
+
+
+def test_the_single_machine_launch_is_unchanged():
+    """The host and docker engines' argv (recorded in every run so far) has no node flags."""
+    for launcher in ("accelerate", "torchrun"):
+        argv = launch.launch(_cell(launcher), CPU, ranks=2).argv
+        assert not {"--node_rank", "--machine_rank", "--main_process_ip"} & set(argv)
+        assert _flag(list(argv), "--nnodes" if launcher == "torchrun" else "--num_machines") == "1"
+
+
+def test_ranks_must_spread_evenly_over_the_nodes():
+    with pytest.raises(HarnessError, match="--nodes 2: 3 ranks"):
+        SlurmEngine(SlurmOptions(nodes=2)).launch(_cell("torchrun"), CPU, ranks=3, out=Path("/o"))
+
+
+def test_the_job_script_starts_one_launcher_per_node_at_the_first_node():
+    lnch = launch.node_launch(_cell("torchrun"), CPU, nodes=2, ranks=4, python="python3", workload="/w/run.py", out="/o")
+    script = slurm.batch_script(lnch)
+    assert script.startswith("#!/bin/bash\n")
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
+    assert "srun --ntasks-per-node=1" in script
+    assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0  # it parses
+
+
+def test_the_allocation_asks_for_one_launcher_task_per_node_and_the_users_choices():
+    opts = SlurmOptions(nodes=2, partition="gpu", account="ml", time="0:30:00", extra=("--exclusive",))
+    assert opts.check().sbatch_args() == ["--nodes=2", "--ntasks-per-node=1", "--partition=gpu", "--account=ml",
+                                          "--time=0:30:00", "--exclusive"]
+
+
+@pytest.mark.parametrize("line, code", [
+    ("JobId=7 JobName=x JobState=COMPLETED Reason=None ExitCode=0:0", 0),
+    ("JobId=7 JobName=x JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0", 1),
+    ("JobId=7 JobName=x JobState=CANCELLED Reason=None ExitCode=0:9", -9),
+    ("JobId=7 JobName=x JobState=CANCELLED Reason=None ExitCode=0:0", 1),  # cancelled before it ran
+])
+def test_the_jobs_exit_code_is_the_launchers(line, code):
+    assert slurm.exit_code(slurm.parse_job(line)) == code
+
+
+def test_without_slurm_the_run_is_an_infra_error_with_the_fix(tmp_path):
+    """A PATH with this Python but no sbatch: exit 4, the fix named, nothing run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    env = {**os.environ, "PATH": str(bin_dir), "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent.sock"}
+    proc = subprocess.run([str(bin_dir / "python3"), "-m", "harness", "matrix", "--engine", "slurm", "--results",
+                           str(tmp_path / "res")], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    assert "sbatch" in proc.stderr and "scripts/slurm-local.sh" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ a real Slurm
+def _no_jobs_of(run_id: str) -> None:
+    left = [j for j in slurm.queued() if run_id in j[1]]
+    assert not left, f"jobs of the harness left in squeue: {left}"
+
+
+@pytest.mark.slurm
+def test_a_healthy_cell_passes_with_the_host_engines_record(slurm_cluster, tmp_path):
+    records = {}
+    for engine in ("slurm", "host"):
+        res = tmp_path / engine
+        flags = ["--nodes", "1"] if engine == "slurm" else []
+        proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", engine, *flags, "--only",
+                               "*acc1.15.0+default", "--results", str(res), "--run-id",
+                               f"t-{engine}"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        [record_file] = (res / f"t-{engine}" / "cells").glob("*/record.json")
+        records[engine] = json.loads(record_file.read_text())
+    assert records["slurm"]["outcome"]["status"] == "pass", records["slurm"]["outcome"]
+    assert records["slurm"].keys() == records["host"].keys()
+    assert records["slurm"]["outcome"].keys() == records["host"]["outcome"].keys()
+    run = tmp_path / "slurm" / "t-slurm"
+    facts = json.loads((run / "run.json").read_text())["host"]["engine"]
+    assert facts["name"] == "slurm" and facts["nodes"] == 1 and facts["version"].startswith("slurm")
+    [job] = run.glob("cells/*/attempt-1/slurm-job.json")
+    job = json.loads(job.read_text())
+    assert job["state"] == "COMPLETED" and job["job_id"].isdigit() and job["nodes"]
+    _no_jobs_of("t-slurm")
+
+
+@pytest.mark.slurm
+def test_a_stopped_rank_is_a_hang_in_its_phase(slurm_cluster, tmp_path):
+    from .test_supervise import _run
+
+    record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-stop", ("--hold-at", "prepare"), (1, "prepare", "STOP"))
+    assert result.status == "hang", result
+    assert result.phase == "prepare" and result.detail["ranks_behind"] == [1]
+    assert "rank 1" in result.reason and "stopped" in result.reason
+    assert "did not answer" in record.forensics["stacks"]["1"]
+    _no_jobs_of("slurm-stop")
+
+
+@pytest.mark.slurm
+def test_a_killed_rank_is_a_fail(slurm_cluster, tmp_path):
+    from .test_supervise import _run
+
+    record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"))
+    assert result.status == "fail", result
+    assert result.error_class == "killed" and result.phase == "bandwidth"
+    _no_jobs_of("slurm-kill")
+
+
+@pytest.mark.slurm
+def test_the_sweep_cancels_the_job_of_a_dead_harness(slurm_cluster, tmp_path):
+    """A job whose owner (its comment) is a harness that is gone: the next command's sweep cancels it."""
+    dead = subprocess.run([sys.executable, "-c", "from harness import owner; print(owner.current().marker)"],
+                          cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    submitted = subprocess.run(["sbatch", "--parsable", "--job-name=nccl-harness-t-dead-cell", f"--comment={dead}",
+                                f"--output={tmp_path / 'out.log'}", "--wrap", "sleep 300"],
+                               capture_output=True, text=True, check=True)
+    job_id = submitted.stdout.strip().split(";")[0]
+    try:
+        found = reaper.sweep(Progress(), connect=False)
+        assert ("slurm", job_id) in [(i.engine, i.name) for i in found]
+        _no_jobs_of("t-dead-cell")
+    finally:
+        subprocess.run(["scancel", job_id])
+
+
+@pytest.mark.slurm
+def test_the_engine_checks_the_controller_and_the_partition(slurm_cluster):
+    checks = {c.name: c for c in SlurmEngine().checks(())}
+    assert checks["slurm controller"].ok and checks["slurm partition"].ok
+    missing = {c.name: c for c in SlurmEngine(SlurmOptions(partition="nosuchpart")).checks(())}["slurm partition"]
+    assert not missing.ok and "--partition" in missing.fix
+    with pytest.raises(InfraError, match="nosuchpart"):
+        SlurmEngine(SlurmOptions(partition="nosuchpart")).preflight(Progress())
+
+
+@pytest.mark.slurm
+def test_a_job_that_cannot_start_is_an_infra_error_with_slurms_reason(slurm_cluster, tmp_path):
+    """Two nodes asked of the one-node Slurm: sbatch accepts the job, which pends (PartitionNodeLimit)."""
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, check=True).stdout.split()
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes",
+                           str(sum(int(n) for n in nodes) + 1), "--only", "*acc1.15.0+default", "--results",
+                           str(tmp_path), "--run-id", "t-pending"], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "INFRA-ERROR" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
+    _no_jobs_of("t-pending")
+
+
+@pytest.mark.slurm
+def test_a_harness_killed_mid_cell_leaves_no_job(slurm_cluster, tmp_path):
+    """SIGKILL of the harness while its job runs: its watchdog (harness/reaper.py) cancels the job, and
+    none of the cell's processes is left on this machine."""
+    import signal
+    import time
+
+    harness = subprocess.Popen([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--only",
+                                "*acc1.15.0+default", "--results", str(tmp_path), "--run-id", "t-killed"], cwd=REPO,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("t-killed/cells/*/attempt-1/events-rank1.jsonl")):  # the ranks run
+            assert harness.poll() is None and time.monotonic() < deadline, "the job never ran"
+            time.sleep(0.2)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        def ranks() -> list:
+            return [p for p in host.marked(owner.OWNER_VAR) if "t-killed" in p.cmd]
+
+        deadline = time.monotonic() + 60
+        while ([j for j in slurm.queued() if "t-killed" in j[1]] or ranks()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        _no_jobs_of("t-killed")
+        assert not ranks(), [p.describe() for p in ranks()]
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+
+
+@pytest.mark.slurm
+def test_the_dry_run_prints_the_job_script_and_the_sbatch_line(slurm_cluster, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "2", "--ranks",
+                           "4", "--partition", "debug", "--only", "*acc1.15.0+default+torchrun", "--dry-run",
+                           "--results", str(tmp_path)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "srun --ntasks-per-node=1" in proc.stdout and "--nproc_per_node 2" in proc.stdout
+    assert "sbatch --parsable" in proc.stdout and "--nodes=2" in proc.stdout and "--partition=debug" in proc.stdout
+    assert not list(tmp_path.iterdir()) and not [j for j in slurm.queued() if "torchrun" in j[1]]  # nothing ran
