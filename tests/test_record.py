@@ -16,6 +16,7 @@ from harness.record import (AttemptRecord, CellFields, CellRecord, Outcome, RawA
                             build_error, not_applicable)
 from harness.workload import classify as workload_classify
 from harness.workload import cli as workload_cli
+from harness.workload import nccl_control
 
 DATA = Path(__file__).parent / "data"
 H200 = json.loads((DATA / "h200-preload-record.json").read_text())
@@ -25,10 +26,10 @@ CELL = Cell(STACK, Variant("p2p-off", (("NCCL_P2P_DISABLE", "1"),)), "torchrun")
 
 
 # ---------------------------------------------------------------- closed sets, defined once
-def test_phases_and_error_classes_come_from_the_workload():
+def test_phases_and_error_classes_come_from_the_workload_and_the_control():
     assert record.WORKLOAD_PHASES is workload_cli.PHASES
-    assert record.PHASES == ("startup", *workload_cli.PHASES)
-    assert record.ERROR_CLASSES == (*workload_classify.ERROR_CLASSES, "killed")
+    assert record.PHASES == ("startup", *workload_cli.PHASES, *nccl_control.PHASES)
+    assert record.ERROR_CLASSES == (*workload_classify.ERROR_CLASSES, *nccl_control.ERROR_CLASSES, "killed")
     assert supervise.PHASES == workload_cli.PHASES and supervise.STARTUP == "startup"
 
 
