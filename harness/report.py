@@ -294,7 +294,7 @@ def control_text(record: CellRecord) -> str | None:
     if found in _LAYER_TEXT:
         return f"{text}: {_LAYER_TEXT[found]}" + (f" ({record.phase})" if found == "above-nccl" and record.phase else "")
     if record.status in ("hang", "fail") and not control.could_run:
-        return f"{text}: the control could not load NCCL and CUDA here (it needs libnccl and a GPU); the layer is unknown"
+        return f"{text}: the control could not load libnccl or libcudart here (it needs libnccl and a GPU); the layer is unknown"
     return text
 
 
