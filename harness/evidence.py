@@ -510,9 +510,10 @@ class RawAttempt:
             phases.obj(name).num("seconds", MAX_SECONDS)
         Fingerprint(phases.obj("fingerprint").obj("fingerprint").data,
                     _at(where, "phases.fingerprint.fingerprint")).validate()
-        bandwidth = phases.obj("bandwidth")
-        for i, row in enumerate(bandwidth.list("rows")):
-            BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
+        for sweep in ("bandwidth", "nccl-allreduce"):  # the workload's sweep, the control's
+            bandwidth = phases.obj(sweep)
+            for i, row in enumerate(bandwidth.list("rows")):
+                BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
         phases.obj("init").obj("env_set")
         for name, kind in (("ranks", RankSummary), ("nccl", NcclSummary)):
             for key, value in getattr(self, name).items():

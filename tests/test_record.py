@@ -333,3 +333,9 @@ def test_a_cell_attempt_is_written_without_a_kind_and_a_control_attempt_with_one
     bad["attempts"][1]["raw"]["kind"] = "rescue?"
     with pytest.raises(RecordError, match="kind"):
         CellRecord.from_json(bad)
+
+
+def test_a_control_row_of_the_wrong_shape_is_a_corrupt_record():
+    bad = _with_control("hang", Outcome("pass", "busbw", 20.0), [{**GIB_ROW, "busbw_gbs": "fast"}]).to_json()
+    with pytest.raises(RecordError, match="nccl-allreduce"):
+        CellRecord.from_json(bad)
