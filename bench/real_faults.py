@@ -7,11 +7,14 @@ record lands in --out.
 1. `bad-ifname`: NCCL_SOCKET_IFNAME=nosuchif0 with P2P and SHM off, so NCCL must bootstrap over a
    socket interface that does not exist: rank 0 raises in init; the launcher stops rank 1.
    Expected: fail, class nccl, phase init, key line "no socket interface found", rank 1 a victim,
-   a hint naming NCCL_SOCKET_IFNAME.
+   a hint naming NCCL_SOCKET_IFNAME. The NCCL-only control (same variables, run after the failure)
+   fails the same way in nccl-init: layer nccl.
 2. `default` with whatever the host's environment sets (the H200 machine sets NCCL_NVLS_ENABLE=0):
-   a pass, the host's variables reported as inherited, not as the launcher's change.
+   a pass, the host's variables reported as inherited, not as the launcher's change; with
+   `--control always` its NCCL-only control's busbw beside the cell's at the largest size (within 5%).
 3. rank 1 stopped with SIGSTOP at the start of `prepare`, the matrix file's own thresholds: a hang in
-   prepare naming rank 1, whatever torch's watchdog does.
+   prepare naming rank 1, whatever torch's watchdog does. The NCCL-only control (no rank stopped)
+   passes with a busbw near the cell's own: layer above-nccl.
 4. the same with the process-group timeout forced back to the old 90 s (below the 120 s prepare
    threshold), so that torch's watchdog fires first: still a hang in prepare.
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from common import REPO, cell_matrix, stop_rank  # common puts the repo on sys.path
 
-from harness import hints, matrix, results, runner  # noqa: E402
+from harness import hints, matrix, report, results, runner  # noqa: E402
 from harness.engines import host  # noqa: E402
 from harness.engines.host import HostEngine  # noqa: E402
 from harness.progress import Progress  # noqa: E402
@@ -53,18 +56,32 @@ def _hint_lines(record) -> list[str]:
 
 
 def _show(name: str, record, summary: dict) -> None:
+    """One scenario's verdict, key line, hints, and what NCCL alone did (its layer)."""
     out = record.outcome
     line = {"status": out.status, "phase": out.phase, "error_class": out.error_class, "reason": out.reason,
             "seconds": round(out.seconds, 1), "key_line": out.detail.get("key_line"),
             "victims": out.detail.get("victims"), "ranks_behind": out.detail.get("ranks_behind"),
             "watchdog": out.detail.get("watchdog"), "hints": _hint_lines(record),
             "nccl": record.nccl_label, "env_origins": {k: list(v) for k, v in record.env_origins().items()},
-            "launcher_changed": {k: [c.expected, c.actual] for k, c in record.launcher_changes.items()}}
+            "launcher_changed": {k: [c.expected, c.actual] for k, c in record.launcher_changes.items()},
+            "control": {**record.control.__dict__, "busbw": record.control.busbw}, "layer": record.layer,
+            "nccl_alone": report.control_text(record), "control_vs_cell": _control_ratio(record)}
     summary[name] = line
     print(f"\n== {name}: {out.status.upper()} {out.error_class or ''} in {out.phase} ({out.seconds:.0f}s)\n   {out.reason}",
           flush=True)
     for hint in line["hints"]:
         print(f"   hint: {hint}", flush=True)
+    if line["nccl_alone"]:
+        print(f"   NCCL alone: {line['nccl_alone']} [layer {record.layer}]", flush=True)
+    if line["control_vs_cell"]:
+        print(f"   control busbw / cell busbw at the largest size: {line['control_vs_cell']:.3f}", flush=True)
+
+
+def _control_ratio(record) -> float | None:
+    """The control's busbw over the cell's own at the control's largest size (the in-image reference)."""
+    control = record.control.busbw
+    own = record.busbw_at(control[0]) if control else None
+    return control[1] / own[1] if control and own and own[0] == control[0] and own[1] else None
 
 
 def main() -> int:
@@ -104,7 +121,7 @@ def main() -> int:
 def _cli(mfile: Path, gpus: tuple[str, ...], res: Path, out: Path, summary: dict) -> None:
     """Scenarios 1 and 2, through the real command line."""
     cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results", str(res),
-           "--run-id", "cli", "--exclude", "launcher=torchrun"] + (["--gpus", ",".join(gpus)] if gpus else [])
+           "--run-id", "cli", "--exclude", "launcher=torchrun", "--control", "always"] + (["--gpus", ",".join(gpus)] if gpus else [])
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     (out / "cli.log").write_text(done.stdout + done.stderr)
     summary["cli_exit"] = done.returncode

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from .kinds import ENDED_BY, STARTUP, EndedBy
+from .kinds import ATTEMPT_KINDS, ENDED_BY, STARTUP, AttemptKind, EndedBy
 
 
 class RecordError(ValueError):
@@ -475,11 +475,15 @@ class RawAttempt:
     # the NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher started with (host or image; CellSpec)
     # (None: an older record, which did not keep it)
     inherited_env: dict[str, str] | None = None
+    # the cell's own workload, or the NCCL-only control run for it (issue 16: evidence, not the verdict)
+    kind: AttemptKind = "cell"
 
     def to_json(self) -> dict:
         data = asdict(self)
         if self.inherited_env is None:  # an older record reads and writes back unchanged
             del data["inherited_env"]
+        if self.kind == "cell":  # records of the cell's own attempts read and write as before the control
+            del data["kind"]
         return data
 
     @classmethod
@@ -490,6 +494,8 @@ class RawAttempt:
         values = {k: _field(data, k, kind, where) for k, kind in _RAW_KINDS.items()}
         if values["ended_by"] not in (None, "", *ENDED_BY):
             raise RecordError(f"{_at(where, 'ended_by')} {values['ended_by']!r} is not one of {', '.join(ENDED_BY)}")
+        if values["kind"] not in (None, *ATTEMPT_KINDS):
+            raise RecordError(f"{_at(where, 'kind')} {values['kind']!r} is not one of {', '.join(ATTEMPT_KINDS)}")
         defaults = cls()
         raw = cls(**{k: (v if v is not None or k in ("exit_code", "stall", "inherited_env") else getattr(defaults, k))
                      for k, v in values.items()})
@@ -504,9 +510,10 @@ class RawAttempt:
             phases.obj(name).num("seconds", MAX_SECONDS)
         Fingerprint(phases.obj("fingerprint").obj("fingerprint").data,
                     _at(where, "phases.fingerprint.fingerprint")).validate()
-        bandwidth = phases.obj("bandwidth")
-        for i, row in enumerate(bandwidth.list("rows")):
-            BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
+        for sweep in ("bandwidth", "nccl-allreduce"):  # the workload's sweep, the control's
+            bandwidth = phases.obj(sweep)
+            for i, row in enumerate(bandwidth.list("rows")):
+                BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
         phases.obj("init").obj("env_set")
         for name, kind in (("ranks", RankSummary), ("nccl", NcclSummary)):
             for key, value in getattr(self, name).items():
@@ -521,7 +528,7 @@ class RawAttempt:
 
     @property
     def bandwidth_rows(self) -> tuple[BandwidthRow, ...]:
-        rows = _dig(self.phases, "bandwidth", "rows")
+        rows = _dig(self.phases, "nccl-allreduce" if self.kind == "control" else "bandwidth", "rows")
         return tuple(BandwidthRow.of(r) for r in (rows if isinstance(rows, list) else []) if isinstance(r, Mapping))
 
     @property
@@ -572,5 +579,5 @@ class RawAttempt:
 _RAW_KINDS = {"cell_id": str, "engine": str, "attempt": int, "expected_ranks": int, "ended_by": str, "exit_code": int,
               "seconds": float, "started_wall": float, "infra_reason": str, "stall": dict, "ranks": dict, "phases": dict,
               "launcher_tail": str, "forensics": dict, "leftovers": list, "out_dir": str,
-              "verdict_after_progress": float, "nccl": dict, "inherited_env": dict}  # the JSON type of every RawAttempt field
+              "verdict_after_progress": float, "nccl": dict, "inherited_env": dict, "kind": str}  # the JSON type of every RawAttempt field
 assert set(_RAW_KINDS) == {f.name for f in fields(RawAttempt)}

@@ -7,6 +7,8 @@ from typing import Literal, get_args
 
 from .workload.classify import ERROR_CLASSES as WORKLOAD_ERROR_CLASSES
 from .workload.cli import PHASES as WORKLOAD_PHASES
+from .workload.nccl_control import ERROR_CLASSES as CONTROL_ERROR_CLASSES
+from .workload.nccl_control import PHASES as CONTROL_PHASES
 
 # Literal types; the tuple of values of each is typing.get_args of it. The workload (harness/workload,
 # which must not import the rest of harness) is the source of its phases and of the error classes it
@@ -22,17 +24,35 @@ MEASURED: tuple[Status, ...] = ("pass", "slow")  # every phase ran: bandwidth an
 
 STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
 WorkloadPhase = Literal[WORKLOAD_PHASES]  # type: ignore[valid-type]
-Phase = Literal[(STARTUP, *WORKLOAD_PHASES)]  # type: ignore[valid-type]
+# the NCCL-only control's phases (workload/nccl_control.py) are phases of its attempts of a cell
+Phase = Literal[(STARTUP, *WORKLOAD_PHASES, *CONTROL_PHASES)]  # type: ignore[valid-type]
 PHASES: tuple[str, ...] = get_args(Phase)
+# The stall threshold (a matrix.Timeouts field) each control phase is held to: loading the libraries,
+# creating and destroying the communicator are init's kind of work; the sweep is the bandwidth phase's.
+CONTROL_THRESHOLDS: dict[str, str] = {"nccl-load": "init", "nccl-init": "init", "nccl-allreduce": "bandwidth",
+                                      "nccl-teardown": "init"}
+assert set(CONTROL_THRESHOLDS) == set(CONTROL_PHASES)
 
 
 def phase_index(phase: str | None) -> int:
-    """How far a rank got: a workload phase's position; -1 before the first one (startup, None)."""
-    return WORKLOAD_PHASES.index(phase) if phase in WORKLOAD_PHASES else -1
+    """How far a rank got: a phase's position in its sequence (the workload's or the control's); -1
+    before the first one (startup, None)."""
+    for sequence in (WORKLOAD_PHASES, CONTROL_PHASES):
+        if phase in sequence:
+            return sequence.index(phase)
+    return -1
 
-# "killed": a rank died by a signal without a word (only the supervisor can tell)
-ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
+# "killed": a rank died by a signal without a word (only the supervisor can tell); the control's own
+# classes say it could not load libnccl or libcudart
+ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, *CONTROL_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
 ERROR_CLASSES: tuple[str, ...] = get_args(ErrorClass)
+
+AttemptKind = Literal["cell", "control"]  # the cell's workload, or the NCCL-only control run for it
+ATTEMPT_KINDS: tuple[AttemptKind, ...] = get_args(AttemptKind)
+ControlWhen = Literal["always", "failing", "never"]  # `--control`: for which cells the control runs
+CONTROL_WHEN: tuple[ControlWhen, ...] = get_args(ControlWhen)
+ControlStatus = Literal["pass", "hang", "fail", "not-run"]  # record.control: what NCCL alone did
+Layer = Literal["nccl", "above-nccl", "unknown"]  # record.layer: where a hang or failure lies
 
 EndedBy = Literal["exited", "stall", "cap", "interrupted", "infra"]  # how the supervisor ended an attempt
 ENDED_BY: tuple[EndedBy, ...] = get_args(EndedBy)

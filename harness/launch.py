@@ -118,12 +118,14 @@ def launch(
 
 
 def control_launch(cell: Cell, m: Matrix, *, ranks: int, python: str = "python", control: str = CONTAINER_CONTROL,
-                   out: str = CONTAINER_OUT, port: int = 29500) -> Launch:
+                   out: str = CONTAINER_OUT, port: int | str = 29500, nodes: Nodes = ONE_NODE,
+                   per_node: int | None = None) -> Launch:
     """The NCCL-only control (workload/nccl_control.py) for `cell`: the cell's launcher, environment (its
     variant's NCCL variables) and rank count, the control's entry instead of the workload, and the
     matrix's bandwidth settings, so its busbw is the in-image reference for the cell's own figure."""
     args = ["--out", out, *bandwidth_args(m), *sizes_args(m)]
-    argv = launcher_argv(cell.launcher, ranks, python=python, workload=control, port=str(port), args=args)
+    argv = launcher_argv(cell.launcher, ranks, python=python, workload=control, port=str(port), args=args,
+                         nodes=nodes, per_node=per_node)
     return Launch(tuple(argv), tuple(sorted(cell.variant.env_dict.items())), ranks, "cpu" if cell.stack.is_cpu else "cuda")
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .evidence import RankError
-from .kinds import phase_index
+from .kinds import CONTROL_ERROR_CLASSES, phase_index
 from .record import ERROR_CLASSES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
 from .workload.classify import classify_text
 
@@ -82,6 +82,8 @@ def key_line(message: str | None, nccl_warnings: tuple[str, ...] = ()) -> str:
 def _error_class(error: RankError, warnings: tuple[str, ...]) -> str:
     """The class of a rank's error by the one classifier (the workload's), over its message and its
     NCCL warnings; the class the rank recorded when the text says nothing more specific."""
+    if error.error_class in CONTROL_ERROR_CLASSES:  # the control could not load libnccl/libcudart: its own word
+        return error.error_class
     text = "\n".join([error.message or "", *warnings])
     found = classify_text(error.type or "", text)
     return found if found != "other" else (error.error_class or "other")

@@ -15,6 +15,7 @@ from pathlib import Path
 from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
 from .engines.base import Engine
 from .engines.docker import DockerEngine
+from .kinds import CONTROL_WHEN, ControlWhen
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .matrix import Cell, Matrix
 from .record import FAILED, CellFields, build_error, not_applicable
@@ -42,6 +43,7 @@ class MatrixOptions:
     build: images.BuildOptions = images.BuildOptions()
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
+    control: ControlWhen = "failing"  # --control: for which cells the NCCL-only control runs
 
 
 def checked_build_options(options: images.BuildOptions, jobs: int) -> images.BuildOptions:
@@ -63,6 +65,8 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
         results.check_run_id(opts.run_id)
     if opts.retries < 0:
         raise HarnessError(f"--retries {opts.retries}: must be 0 or more. Fix: e.g. --retries 1.")
+    if opts.control not in CONTROL_WHEN:
+        raise HarnessError(f"--control {opts.control}: not one of {', '.join(CONTROL_WHEN)}. Fix: e.g. --control always.")
     return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
 
 
@@ -111,7 +115,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
         gpus = check_gpus("all")
     run_id = _run_id(opts)
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
-                              opts.extra_env)
+                              opts.extra_env, opts.control)
     if opts.dry_run:
         return _dry_run(m, runnable, engine, ropts, opts.build, progress)
     run = results.run_dir(opts.results, run_id)
@@ -194,7 +198,7 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
         counts[result.outcome.status] += 1
         progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
                      f"({result.outcome.seconds:.0f}s)")
-        if result.outcome.status == "interrupted":
+        if any(a.outcome and a.outcome.status == "interrupted" for a in result.attempts):  # the cell's or its control's
             interrupted = True
             break
     return _finish(run, counts, interrupted, opts, progress)
@@ -269,4 +273,8 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
         out = (Path(ropts.results) / ropts.run_id / "cells" / cell.id / "attempt-1").resolve()
         spec = runner.spec_for(cell, m, engine, cell_opts, tags.get(cell.stack.id, ""), 1, out)
         print(f"# {cell.id}\n{engine.equivalent(spec)}")
+        if ropts.control == "always":  # with `failing` it runs only after a hang or failure, attempt-N
+            control = runner.spec_for(cell, m, engine, cell_opts, tags.get(cell.stack.id, ""), 2,
+                                      out.with_name("attempt-2"), "control")
+            print(f"# {cell.id}: the NCCL-only control, after the cell's last attempt\n{engine.equivalent(control)}")
     return EXIT_OK

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
 from .workload.redact import shown_env
-from .kinds import (BUILD_STATUSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD, LAUNCHERS, MEASURED,
-                    NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES,
-                    BuildStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, NcclVia, Phase, Status, WorkloadPhase)
+from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
+                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES,
+                    WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, Layer,
+                    NcclVia, Phase, Status, WorkloadPhase)
 
 # Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
 _LAUNCHER_PREFIXES = ("ACCELERATE_", "TORCHELASTIC_")
@@ -178,6 +179,53 @@ class AttemptRecord:
                    RawAttempt.from_json(data.get("raw"), _at(where, "raw")), command)
 
 
+# ---------------------------------------------------------------- the NCCL-only control
+# the control's outcome as what NCCL alone did: a pass below the floor still moved the data; wrong data is
+# NCCL failing; an infra error or Ctrl-C says nothing about NCCL
+_CONTROL_STATUS: dict[str, ControlStatus] = {"pass": "pass", "slow": "pass", "hang": "hang", "fail": "fail",
+                                             "wrong": "fail"}
+
+
+@dataclass(frozen=True)
+class Control:
+    """What the NCCL-only control (workload/nccl_control.py) did for a cell: evidence of which layer a
+    hang or failure is in, never the cell's verdict."""
+
+    status: ControlStatus
+    reason: str = ""  # the control's outcome reason, or why it did not run
+    phase: str | None = None
+    error_class: str | None = None
+    key_line: str = ""  # the most specific line of a failure (outcome.key_line)
+    busbw: tuple[int, float] | None = None  # (bytes, median busbw GB/s) at the largest size
+
+    @property
+    def could_run(self) -> bool:
+        """It got NCCL and a GPU: False when it could not load libnccl or libcudart (a CPU host, an image
+        without them), where its failure says nothing about the cell."""
+        return self.status != "not-run" and self.error_class not in CONTROL_ERROR_CLASSES
+
+    @classmethod
+    def of(cls, attempt: AttemptRecord | None, cell: CellFields) -> Control:
+        if attempt is None or attempt.outcome is None:
+            return cls("not-run", "not applicable (gloo)" if cell.is_cpu
+                       else "not run (--control never, or a run from before the control)")
+        out = attempt.outcome
+        status = _CONTROL_STATUS.get(out.status, "not-run")
+        rows = [r for r in attempt.raw.bandwidth_rows if r.busbw_gbs]
+        largest = max(rows, key=lambda r: r.bytes) if rows else None
+        return cls(status, out.reason, out.phase, out.error_class, str(out.detail.get("key_line") or ""),
+                   (largest.bytes, largest.busbw_gbs) if largest else None)
+
+
+def layer(cell_status: Status | None, control: Control) -> Layer:
+    """Where a hang or failure lies: "nccl" when NCCL alone, with the same library, GPUs and variables,
+    hangs or fails too; "above-nccl" (torch's process group, Accelerate's prepare) when NCCL alone passes;
+    "unknown" for a cell that did not hang or fail, or a control that did not run or could not load NCCL."""
+    if cell_status not in ("hang", "fail") or not control.could_run:
+        return "unknown"
+    return "above-nccl" if control.status == "pass" else "nccl"
+
+
 # ---------------------------------------------------------------- the cell record
 @dataclass(frozen=True)
 class CellRecord:
@@ -259,17 +307,36 @@ class CellRecord:
 
     # the attempts --------------------------------------------------------
     @property
+    def cell_attempts(self) -> tuple[AttemptRecord, ...]:
+        """The attempts of the cell's own workload (not the NCCL-only control's)."""
+        return tuple(a for a in self.attempts if a.raw.kind == "cell")
+
+    @property
     def attempt_count(self) -> int:
-        return len(self.attempts)
+        return len(self.cell_attempts)
 
     @property
     def last_attempt(self) -> AttemptRecord | None:
-        return self.attempts[-1] if self.attempts else None
+        """The cell's last attempt of its own workload: the one its outcome and evidence come from."""
+        own = self.cell_attempts
+        return own[-1] if own else None
 
     @property
     def last_raw(self) -> RawAttempt:
         """The raw record of the last attempt (empty when the cell never ran: n/a, build-error)."""
-        return self.attempts[-1].raw if self.attempts else RawAttempt()
+        last = self.last_attempt
+        return last.raw if last else RawAttempt()
+
+    @property
+    def control(self) -> Control:
+        """What the NCCL-only control run for this cell did (not-run when none ran: gloo, `--control never`)."""
+        controls = [a for a in self.attempts if a.raw.kind == "control"]
+        return Control.of(controls[-1] if controls else None, self.cell)
+
+    @property
+    def layer(self) -> Layer:
+        """Where this cell's hang or failure lies, by the control (record.layer)."""
+        return layer(self.status, self.control)
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -445,4 +512,5 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
            "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
+           "Control", "layer",
            "not_applicable", "build_error", "RunFacts"]

@@ -270,6 +270,34 @@ def render(data: RunData) -> str:
     return "\n".join(lines) + "\n"
 
 
+_LAYER_TEXT = {"nccl": "the fault is in NCCL or its configuration",
+               "above-nccl": "the fault is above NCCL, in the torch/Accelerate path"}
+
+
+def control_text(record: CellRecord) -> str | None:
+    """What the NCCL-only control did, and so the layer of the fault, for a cell that hung or failed
+    (any cell it ran for): `pass (324.9 GB/s at 1 GiB): the fault is above NCCL, in the torch/Accelerate
+    path (prepare)`; None for a cell that passed without one."""
+    control = record.control
+    if control.status == "not-run" and record.status not in ("hang", "fail"):
+        return None
+    if control.status == "not-run":
+        return control.reason
+    if control.status == "pass":
+        what = f"{gbs(control.busbw[1])} GB/s at {size_label(control.busbw[0])}" if control.busbw else control.reason
+    elif control.status == "hang":
+        what = f"in {control.phase}" if control.phase else control.reason
+    else:
+        what = f"{control.error_class or '?'}, '{control.key_line or control.reason}'"
+    text = f"{control.status} ({what})"
+    found = record.layer
+    if found in _LAYER_TEXT:
+        return f"{text}: {_LAYER_TEXT[found]}" + (f" ({record.phase})" if found == "above-nccl" and record.phase else "")
+    if record.status in ("hang", "fail") and not control.could_run:
+        return f"{text}: the control could not load libnccl or libcudart here (it needs libnccl and a GPU); the layer is unknown"
+    return text
+
+
 def _origins(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
@@ -292,6 +320,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
               or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
              ("attempts", str(record.attempt_count)),
+             ("NCCL alone", control_text(record)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
     timings = record.phase_timings

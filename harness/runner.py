@@ -11,8 +11,9 @@ from typing import Any, Callable
 
 from . import launch, outcome, results, supervise
 from .engines.base import CellSpec, Engine
+from .kinds import AttemptKind, ControlWhen
 from .matrix import Cell, Matrix
-from .record import RETRYABLE, AttemptRecord, CellRecord, ImageRef
+from .record import RETRYABLE, AttemptRecord, CellRecord, ImageRef, Outcome
 
 
 @dataclass(frozen=True)
@@ -24,17 +25,31 @@ class RunOptions:
     retries: int = 0
     extra_args: tuple[str, ...] = ()  # passed to the workload (tests only)
     extra_env: tuple[tuple[str, str], ...] = ()
+    control: ControlWhen = "failing"  # `--control`: for which cells the NCCL-only control runs
 
 
-def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path) -> CellSpec:
-    """One attempt of a cell as the engine will start it: the real run and the dry run both use this."""
+def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path,
+             kind: AttemptKind = "cell") -> CellSpec:
+    """One attempt of a cell as the engine will start it: the real run and the dry run both use this.
+    kind "control": the NCCL-only control for the cell, with the same engine, GPUs and variables."""
     ranks = len(opts.gpus) if opts.gpus else opts.ranks
     inherited = engine.inherited_env(image)
-    lnch = engine.launch(cell, m, ranks=ranks, out=out, extra_args=opts.extra_args, inherited_env=inherited)
+    lnch = engine.launch(cell, m, ranks=ranks, out=out, extra_args=() if kind == "control" else opts.extra_args,
+                         inherited_env=inherited, control=kind == "control")
     if opts.extra_env:
         lnch = launch.Launch(lnch.argv, lnch.env + opts.extra_env, lnch.ranks, lnch.device)
     return CellSpec(opts.run_id, cell.id, lnch, out, image=image, gpus=opts.gpus, attempt=attempt,
-                    inherited_env=tuple(sorted(inherited.items())))
+                    inherited_env=tuple(sorted(inherited.items())), kind=kind)
+
+
+def control_due(cell: Cell, result: Outcome, when: ControlWhen) -> bool:
+    """Whether the NCCL-only control runs after the cell's last attempt: `failing` (the default) for an
+    NCCL cell that hung or failed (a gloo cell has no NCCL to isolate; a build, infra or Ctrl-C end says
+    nothing about NCCL); `always` for every cell that ran to a verdict, gloo cells included (there the
+    control reports nccl-not-found or cuda-not-found: it needs libnccl and a GPU); `never` for none."""
+    if when == "never" or result.status in ("interrupted", "build-error", "n/a"):
+        return False
+    return when == "always" or (result.status in ("hang", "fail") and not cell.stack.is_cpu)
 
 
 def run_cell(
@@ -52,15 +67,29 @@ def run_cell(
     cell_dir = results.cell_dir(opts.results, opts.run_id, cell.id)
     attempts: list[AttemptRecord] = []
     for attempt in range(1, opts.retries + 2):
-        out = cell_dir / f"attempt-{attempt}"
-        if out.exists():  # a rerun into the same run replaces the attempt; stale events would mislead
-            shutil.rmtree(out)
-        spec = spec_for(cell, m, engine, opts, image, attempt, out)
-        raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event, on_start=on_start)
-        result = outcome.classify(raw, m.min_busbw, None if cell.stack.nccl_via == "bundled" else cell.stack.nccl)
-        attempts.append(AttemptRecord(attempt, result, raw, tuple(spec.launch.argv)))
+        attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, attempt, "cell", on_event, on_start))
+        result = attempts[-1].outcome
+        assert result is not None
         if result.status not in RETRYABLE or result.status == "interrupted":
             break
+    if control_due(cell, result, opts.control):
+        # on_start is the caller's hold on the cell's own ranks (tests and benchmarks signal them): not the control's
+        attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, "control", on_event,
+                                 lambda running: None))
     record = CellRecord.of(cell, result, attempts, image_info)
     results.save_record(opts.results, opts.run_id, record)
     return record
+
+
+def _attempt(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, attempt: int,
+             kind: AttemptKind, on_event: Callable[[int, dict], None], on_start: Callable) -> AttemptRecord:
+    """One supervised attempt in cell_dir/attempt-N, classified (the control without a bandwidth floor:
+    its busbw is a reference, not a verdict)."""
+    out = cell_dir / f"attempt-{attempt}"
+    if out.exists():  # a rerun into the same run replaces the attempt; stale events would mislead
+        shutil.rmtree(out)
+    spec = spec_for(cell, m, engine, opts, image, attempt, out, kind)
+    raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event, on_start=on_start)
+    result = outcome.classify(raw, m.min_busbw if kind == "cell" else None,
+                              None if cell.stack.nccl_via == "bundled" else cell.stack.nccl)
+    return AttemptRecord(attempt, result, raw, tuple(spec.launch.argv))

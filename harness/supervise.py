@@ -19,7 +19,7 @@ from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
 from .errors import InfraError, WriteError
 from .matrix import Timeouts
-from .kinds import phase_index
+from .kinds import CONTROL_THRESHOLDS, phase_index
 from .record import STARTUP, Stall
 from .record import WORKLOAD_PHASES as PHASES
 from .record import RawAttempt as Attempt  # the raw record of one attempt, filled in here
@@ -152,6 +152,7 @@ class Watch:
         return len(self.states) == self.ranks and all(s.finished for s in self.states.values())
 
     def threshold(self, phase: str) -> float:
+        phase = CONTROL_THRESHOLDS.get(phase, phase)
         return getattr(self.timeouts, phase if phase in PHASES else "fingerprint")
 
     def behind(self, now: float) -> dict[int, str]:
@@ -247,7 +248,7 @@ def supervise(
     out = spec.out_dir
     results.make_dir(out)
     record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out),
-                     inherited_env=dict(spec.inherited_env))
+                     inherited_env=dict(spec.inherited_env), kind=spec.kind)
     started = time.monotonic()
     record.started_wall = time.time()
     watch = Watch(spec.launch.ranks, timeouts, started)

@@ -122,6 +122,9 @@ def _slurm(nodes, partition, account, time, slurm_arg):
         **SLURM_HELP,
         "ranks": "ranks of a CPU cell (default: the matrix file's)",
         "retries": "re-run hang and infra-error cells up to N times (default 0)",
+        "control": "run the NCCL-only control (a torch-free all-reduce through the cell's libnccl) as an extra attempt: "
+                   "`failing` (default) after an NCCL cell hangs or fails, `always` after every cell (gloo ones too: "
+                   "there it reports nccl-not-found or cuda-not-found, it needs libnccl and a GPU), `never`",
         "resume": "continue a run (--run-id, default the latest): skip cells already recorded",
         "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
         "jobs": "images built in parallel (default 1; cells always run one at a time)",
@@ -130,7 +133,7 @@ def _slurm(nodes, partition, account, time, slurm_arg):
     },
 )
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
-           retries="0", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
+           retries="0", control="failing", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
            results=None, run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None,
            slurm_arg=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
@@ -142,7 +145,7 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
     def run() -> int:
         options = _commands().MatrixOptions(
             engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
-            retries=_number("--retries", retries, int, "1"), resume=resume, timeouts=tuple(timeout or ()),
+            retries=_number("--retries", retries, int, "1"), control=control, resume=resume, timeouts=tuple(timeout or ()),
             jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
             build=_build_options(rebuild, wheelhouse, ca_bundle), verbose=verbose,

@@ -135,6 +135,17 @@ def test_dry_run_prints_pasteable_docker_lines_and_runs_nothing(engine, cpu_imag
     assert events[-1]["event"] == "result" and events[-1]["status"] == "ok"
 
 
+def test_dry_run_with_control_always_prints_each_cells_control_line_too(tmp_path):
+    pytest.importorskip("torch")
+    proc = _invoke("matrix", "--dry-run", "--engine", "host", "--control", "always", "--only", "variant=default",
+                   "--exclude", "launcher=torchrun", "--results", str(tmp_path), "--run-id", "dry")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    control = lines[lines.index(next(l for l in lines if l.endswith(": the NCCL-only control, after the cell's last attempt"))) + 1]
+    assert "workload/control.py" in control and "/attempt-2" in control and "run.py" not in control
+    assert sum("workload/run.py" in l for l in lines) == 1 and not (tmp_path / "dry").exists()
+
+
 def test_json_summary_and_report_file(tmp_path):
     pytest.importorskip("torch")
     proc = _invoke("matrix", "--engine", "host", "--only", "variant=default", "--exclude", "launcher=torchrun",

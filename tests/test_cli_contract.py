@@ -50,6 +50,7 @@ CASES = [
     (["matrix", "--ranks", "many"], ["--ranks 'many'"]),
     (["matrix", "--retries", "-1"], ["--retries -1", "0 or more"]),
     (["matrix", "--jobs", "0"], ["--jobs 0", "at least 1"]),
+    (["matrix", "--control", "sometimes"], ["--control sometimes", "always, failing, never"]),
     (["matrix", "--ranks", "0"], ["--ranks 0"]),
     (["compare", "A", "B", "--threshold", "lots"], ["--threshold 'lots'"]),
     (["compare", "A", "B", "--threshold", "0"], ["--threshold 0"]),

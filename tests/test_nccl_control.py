@@ -18,11 +18,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import launch, matrix, supervise
+from harness import launch, matrix, record, report, runner, supervise
 from harness.engines.base import CellSpec
 from harness.engines import host
 from harness.engines.host import HostEngine
 
+from .conftest import Fault
 from .test_supervise import TIMEOUTS
 from .test_workload import WORKLOAD_DIR, _load
 
@@ -228,3 +229,52 @@ def test_without_libnccl_each_rank_fails_as_nccl_not_found_under_the_supervisor(
         assert rank["error"]["error_class"] == "nccl-not-found" and rank["error"]["phase"] == "nccl-load"
         assert "libnccl.so.2" in rank["error"]["message"]
         assert rank["result"]["status"] == "error"
+
+
+# ---------------------------------------------------------------- wired into a cell's run (runner.run_cell)
+def _killed_cell(tmp_path: Path, control: str):
+    """A real gloo cell on the host engine whose rank 1 is SIGKILLed in `step`, run with `--control`."""
+    pytest.importorskip("torch")
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    t = matrix.Timeouts(fingerprint=60, init=20, prepare=20, step=20, check=20, bandwidth=20, teardown=10, cell=120)
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": t, "bandwidth_sizes": [4096]})
+    cell = next(c for c in host.host_cells(m, host.host_stack()) if c.launcher == "torchrun")
+    opts = runner.RunOptions(f"control-{control}", tmp_path, (), 2, extra_args=("--hold-at", "step"),
+                             extra_env=(("HARNESS_TEST_FAULTS", "1"),), control=control)
+    kill = Fault(tmp_path, 1, "step", "KILL")
+    result = runner.run_cell(HostEngine(), cell, m, opts, on_event=kill, on_start=kill.start)
+    assert result.outcome.status == "fail" and result.outcome.error_class == "killed"
+    return result
+
+
+def test_a_failing_gloo_cell_gets_no_control_by_default(tmp_path):
+    result = _killed_cell(tmp_path, "failing")
+    assert [a.raw.kind for a in result.attempts] == ["cell"]
+    assert result.control.status == "not-run" and result.control.reason == "not applicable (gloo)"
+    assert result.layer == "unknown"
+    assert report.control_text(result) == "not applicable (gloo)"
+
+
+def test_control_always_runs_the_control_as_an_attempt_of_the_cell_and_reports_it(tmp_path):
+    """Real fault on this CPU host: no libnccl, so the control fails as nccl-not-found; this proves it is
+    launched, supervised, kept as attempt-2 of kind control, and shown, while the cell's verdict stays."""
+    try:
+        ctypes.CDLL("libnccl.so.2")
+        pytest.skip("this host has a libnccl: the fault is not real here")
+    except OSError:
+        pass
+    result = _killed_cell(tmp_path, "always")
+    assert [(a.attempt, a.raw.kind) for a in result.attempts] == [(1, "cell"), (2, "control")]
+    assert result.attempt_count == 1 and result.last_attempt is result.attempts[0]  # the cell's evidence
+    stored = json.loads((tmp_path / "control-always" / "cells" / result.id / "attempt-2" / "attempt.json").read_text())
+    assert stored["kind"] == "control" and stored["leftovers"] == []
+    assert any(str(WORKLOAD_DIR / "control.py") == arg for arg in result.attempts[1].command)
+    reread = record.CellRecord.from_json(
+        json.loads((tmp_path / "control-always" / "cells" / result.id / "record.json").read_text()))
+    assert reread.outcome == result.outcome and reread.outcome.error_class == "killed"
+    control = reread.control
+    assert (control.status, control.phase, control.error_class) == ("fail", "nccl-load", "nccl-not-found")
+    assert "libnccl" in control.key_line and not control.could_run
+    assert reread.layer == "unknown"  # the control never reached NCCL: it says nothing of the cell
+    text = report.control_text(reread)
+    assert text.startswith("fail (nccl-not-found, ") and "the layer is unknown" in text

@@ -16,6 +16,7 @@ from harness.record import (AttemptRecord, CellFields, CellRecord, Outcome, RawA
                             build_error, not_applicable)
 from harness.workload import classify as workload_classify
 from harness.workload import cli as workload_cli
+from harness.workload import bandwidth, nccl_control
 
 DATA = Path(__file__).parent / "data"
 H200 = json.loads((DATA / "h200-preload-record.json").read_text())
@@ -25,10 +26,10 @@ CELL = Cell(STACK, Variant("p2p-off", (("NCCL_P2P_DISABLE", "1"),)), "torchrun")
 
 
 # ---------------------------------------------------------------- closed sets, defined once
-def test_phases_and_error_classes_come_from_the_workload():
+def test_phases_and_error_classes_come_from_the_workload_and_the_control():
     assert record.WORKLOAD_PHASES is workload_cli.PHASES
-    assert record.PHASES == ("startup", *workload_cli.PHASES)
-    assert record.ERROR_CLASSES == (*workload_classify.ERROR_CLASSES, "killed")
+    assert record.PHASES == ("startup", *workload_cli.PHASES, *nccl_control.PHASES)
+    assert record.ERROR_CLASSES == (*workload_classify.ERROR_CLASSES, *nccl_control.ERROR_CLASSES, "killed")
     assert supervise.PHASES == workload_cli.PHASES and supervise.STARTUP == "startup"
 
 
@@ -270,3 +271,71 @@ def test_run_facts_of_new_and_early_run_json():
 def test_hints_read_typed_records_and_their_json_alike():
     assert hints.facts(H200) == hints.facts(CellRecord.from_json(H200))
     assert hints.facts({"outcome": "hang"}) == hints.Facts()
+
+
+# ---------------------------------------------------------------- the NCCL-only control: which layer
+def _with_control(cell_status: str, control: Outcome | None, rows: list[dict] | None = None,
+                  cuda: str = "12.4.1") -> CellRecord:
+    """A record shaped as run_cell writes it: the cell's attempt, then the control's (kind control)."""
+    failed = cell_status == "fail"
+    cell_outcome = Outcome(cell_status, "rank 1 silent", 130.0, "prepare") if cell_status == "hang" else \
+        Outcome(cell_status, "rank 0: DistBackendError", 30.0, "init" if failed else None, "nccl" if failed else None)
+    attempts = [AttemptRecord(1, cell_outcome, RawAttempt(cell_id="c", attempt=1, ended_by="exited"))]
+    if control is not None:
+        raw = RawAttempt(cell_id="c", attempt=2, ended_by="exited", kind="control",
+                         phases={"nccl-allreduce": {"seconds": 3.0, "rows": rows or []}})
+        attempts.append(AttemptRecord(2, control, raw))
+    return CellRecord(CellFields(cuda=cuda, id="c"), cell_outcome, attempts=tuple(attempts))
+
+
+GIB_ROW = bandwidth.bandwidth_row(1 << 30, 20, [0.0066] * 5, 0.01, 2, timing="nccl-control")
+NO_SOCKET = Outcome("fail", "rank 0: NcclError: ...", 5.0, "nccl-init", "nccl",
+                    {"key_line": "Bootstrap : no socket interface found"})
+NOT_FOUND = Outcome("fail", "rank 0: LibraryNotFound: no loadable libnccl", 1.0, "nccl-load", "nccl-not-found",
+                    {"key_line": "no loadable libnccl"})
+
+
+@pytest.mark.parametrize("cell_status, control, layer", [
+    ("hang", Outcome("pass", "busbw 324.90 GB/s at the largest size", 20.0), "above-nccl"),  # stopped torch rank
+    ("fail", NO_SOCKET, "nccl"),  # a bad NCCL_SOCKET_IFNAME: NCCL alone fails the same way
+    ("hang", Outcome("hang", "no progress for 91s in nccl-init", 100.0, "nccl-init"), "nccl"),
+    ("fail", Outcome("wrong", "all-reduce returned 3 wrong element(s)", 20.0, "check"), "nccl"),
+    ("fail", Outcome("slow", "busbw below the floor", 20.0, "bandwidth"), "above-nccl"),  # NCCL alone moved the data
+    ("fail", NOT_FOUND, "unknown"),  # the control never reached NCCL
+    ("hang", Outcome("infra-error", "docker went away", 1.0), "unknown"),
+    ("hang", Outcome("interrupted", "stopped by Ctrl-C", 1.0), "unknown"),
+    ("hang", None, "unknown"),  # --control never, or a run from before the control
+    ("pass", Outcome("pass", "busbw 324.90 GB/s", 20.0), "unknown"),  # --control always on a passing cell
+    ("wrong", NO_SOCKET, "unknown"),  # only hangs and failures are placed
+])
+def test_the_layer_of_a_fault_follows_what_nccl_alone_did(cell_status, control, layer):
+    rec = _with_control(cell_status, control, [GIB_ROW])
+    assert rec.layer == layer
+    assert rec.status == cell_status  # the control is evidence, never the verdict
+    assert CellRecord.from_json(json.loads(json.dumps(rec.to_json()))).layer == layer
+
+
+def test_the_control_reads_as_its_status_class_key_line_and_busbw_at_the_largest_size():
+    small = bandwidth.bandwidth_row(1 << 20, 20, [0.0001] * 5, 0.01, 2, timing="nccl-control")
+    rec = _with_control("hang", Outcome("pass", "busbw", 20.0), [small, GIB_ROW])
+    assert rec.control.status == "pass" and rec.control.busbw == (1 << 30, GIB_ROW["busbw_gbs"])
+    assert rec.last_attempt.attempt == 1 and rec.attempt_count == 1  # the cell's evidence is its own attempt
+    failed = _with_control("fail", NO_SOCKET).control
+    assert (failed.status, failed.error_class, failed.key_line) == ("fail", "nccl", "Bootstrap : no socket interface found")
+    assert _with_control("fail", None, cuda="cpu").control.reason == "not applicable (gloo)"
+
+
+def test_a_cell_attempt_is_written_without_a_kind_and_a_control_attempt_with_one():
+    rec = _with_control("hang", Outcome("pass", "busbw", 20.0))
+    cell_raw, control_raw = (a["raw"] for a in rec.to_json()["attempts"])
+    assert "kind" not in cell_raw and control_raw["kind"] == "control"
+    bad = copy.deepcopy(rec.to_json())
+    bad["attempts"][1]["raw"]["kind"] = "rescue?"
+    with pytest.raises(RecordError, match="kind"):
+        CellRecord.from_json(bad)
+
+
+def test_a_control_row_of_the_wrong_shape_is_a_corrupt_record():
+    bad = _with_control("hang", Outcome("pass", "busbw", 20.0), [{**GIB_ROW, "busbw_gbs": "fast"}]).to_json()
+    with pytest.raises(RecordError, match="nccl-allreduce"):
+        CellRecord.from_json(bad)

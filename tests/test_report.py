@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from harness import commands, compare, matrix, report, results, runner
+from harness import commands, compare, matrix, record, report, results, runner
 from harness.engines import host
 from harness.engines.host import HostEngine
 from harness.errors import HarnessError
@@ -187,3 +187,27 @@ def test_matching_known_issue_is_explained_with_its_link(runs, tmp_path):
     assert "## Known issues that match" in text
     assert "RTX 40" in text and "https://github.com/huggingface/accelerate/pull/2558" in text
     assert "`cu12.4.1-torch2.5.1-acc0.24.1+default`" in text
+
+
+# ---------------------------------------------------------------- the NCCL-only control per failing cell
+def test_each_failing_cell_says_what_nccl_alone_did_and_so_where_the_fault_is():
+    from .test_record import GIB_ROW, NO_SOCKET, _with_control
+    hung = _with_control("hang", record.Outcome("pass", "busbw", 20.0), [GIB_ROW])
+    busbw = f"{GIB_ROW['busbw_gbs']:.1f}"
+    assert report.control_text(hung) == (f"pass ({busbw} GB/s at 1 GiB): the fault is above NCCL, in the "
+                                         "torch/Accelerate path (prepare)")
+    assert report.control_text(_with_control("fail", NO_SOCKET)) == (
+        "fail (nccl, 'Bootstrap : no socket interface found'): the fault is in NCCL or its configuration")
+    assert report.control_text(_with_control("hang", record.Outcome("hang", "stalled", 91.0, "nccl-init"))) == (
+        "hang (in nccl-init): the fault is in NCCL or its configuration")
+    assert report.control_text(_with_control("pass", None)) is None  # nothing to place
+    assert report.control_text(_with_control("fail", None, cuda="cpu")) == "not applicable (gloo)"
+
+
+def test_the_control_line_is_escaped_like_every_other_text():
+    from .test_record import _with_control
+    evil = record.Outcome("fail", "x", 1.0, "nccl-init", "nccl", {"key_line": "<img src=x onerror=alert(1)> | a"})
+    rec = _with_control("fail", evil)
+    lines = [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- NCCL alone")]
+    assert lines == ["- NCCL alone: fail (nccl, '&lt;img src=x onerror=alert(1)&gt; \\| a'): the fault is in NCCL or "
+                     "its configuration"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..kinds import AttemptKind
 from ..launch import Launch
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class CellSpec:
     # NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher starts with from the host or the image (not
     # the variant's): recorded, so that a variable is reported as inherited, not as the launcher's change
     inherited_env: tuple[tuple[str, str], ...] = ()
+    kind: AttemptKind = "cell"  # "control": the NCCL-only control run for the cell (launch.control_launch)
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,9 @@ class Engine(Protocol):
         or the image's ENV), secrets masked."""
 
     def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
-               inherited_env: dict[str, str] | None = None) -> Launch:
-        """The cell's launcher command, in the engine's own paths and ports."""
+               inherited_env: dict[str, str] | None = None, control: bool = False) -> Launch:
+        """The cell's launcher command, in the engine's own paths and ports; `control`: the NCCL-only
+        control's instead of the workload's (launch.control_launch), with the same launcher and variables."""
 
     def equivalent(self, spec: CellSpec) -> str:
         """A shell line that starts the same cell by hand, ready to paste."""

@@ -253,8 +253,11 @@ class DockerEngine:
         return relevant_env(dict(p.split("=", 1) for p in pairs if "=" in p))
 
     def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
-               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
-        # inside the container: the image's workload, the results folder mounted at /out, its own network
+               inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
+        # inside the container: the image's workload (and control, beside it: images/_install.j2 copies the
+        # folder), the results folder mounted at /out, its own network
+        if control:
+            return launch_mod.control_launch(cell, m, ranks=ranks)
         return launch_mod.launch(cell, m, ranks=ranks, extra_args=extra_args, inherited_env=inherited_env)
 
     def equivalent(self, spec: CellSpec) -> str:

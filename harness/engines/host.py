@@ -228,6 +228,7 @@ class HostEngine:
     builds_images = False
     python = sys.executable
     workload = str(WORKLOAD_DIR / "run.py")
+    control = str(WORKLOAD_DIR / "control.py")
 
     def facts(self) -> dict:
         return {"name": self.name, "python": self.python}
@@ -256,8 +257,11 @@ class HostEngine:
         return relevant_env(os.environ)
 
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
-               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
+               inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         # on the host: this Python, this checkout's workload, a free port (other cells or jobs may hold 29500)
+        if control:
+            return launch_mod.control_launch(cell, m, ranks=ranks, python=self.python, control=self.control,
+                                             out=str(out), port=_free_port())
         return launch_mod.launch(cell, m, ranks=ranks, python=self.python, workload=self.workload, out=str(out),
                                  port=_free_port(), extra_args=extra_args, inherited_env=inherited_env)
 

@@ -213,6 +213,7 @@ class SlurmEngine(HostEngine):
     builds_images = False
     python = sys.executable
     workload = str(WORKLOAD_DIR / "run.py")
+    control = str(WORKLOAD_DIR / "control.py")
 
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
@@ -252,11 +253,15 @@ class SlurmEngine(HostEngine):
         return relevant_env(os.environ)
 
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
-               inherited_env: dict[str, str] | None = None) -> launch_mod.Launch:
+               inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         nodes = self.options.nodes
         if ranks % nodes:
             raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
                                f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
+        if control:  # the NCCL-only control, one launcher per node like the cell (its id file is in the shared out folder)
+            return launch_mod.control_launch(cell, m, ranks=ranks, python=self.python, control=self.control, out=str(out),
+                                             port=launch_mod.SLURM_PORT, nodes=launch_mod.SLURM_NODES,
+                                             per_node=ranks // nodes)
         return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=self.python, workload=self.workload,
                                       out=str(out), extra_args=extra_args, inherited_env=inherited_env)
 
