@@ -22,11 +22,10 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from common import REPO, cell_matrix  # common puts the repo on sys.path
+from common import REPO, cell_matrix, host_matrix  # common puts the repo on sys.path
 
 TARGET_S = 10.0
 
@@ -65,8 +64,7 @@ def timeline(attempt_json: Path, command_s: float) -> dict[str, float]:
 
 
 def one(repo: Path, mfile: Path, res: Path, run_id: str, gpus: str) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results",
-           str(res), "--run-id", run_id, "--exclude", "launcher=torchrun"] + (["--gpus", gpus] if gpus else [])
+    cmd = host_matrix(mfile, res, run_id, gpus)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=600, env=env)

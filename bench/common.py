@@ -29,6 +29,13 @@ def invoke(*args: str) -> list[str]:
     return [sys.executable, "-m", "invoke", *args]
 
 
+def host_matrix(mfile: Path, results: Path, run_id: str, gpus: str, *extra: str) -> list[str]:
+    """`python -m harness matrix` on the host engine, Accelerate's launcher only, as the benchmarks run
+    one matrix file (`gpus` "0,1", or "" for the CPU matrix's gloo ranks)."""
+    return [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results",
+            str(results), "--run-id", run_id, "--exclude", "launcher=torchrun", *extra] + (["--gpus", gpus] if gpus else [])
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

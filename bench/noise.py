@@ -17,14 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import REPO, cell_matrix  # common puts the repo on sys.path
+from common import REPO, cell_matrix, host_matrix  # common puts the repo on sys.path
 
 from harness import report, results  # noqa: E402
 
 
 def _run(name: str, mfile: Path, res: Path, gpus: str, env: dict[str, str], log: Path) -> int:
-    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results",
-           str(res), "--run-id", name, "--exclude", "launcher=torchrun"] + (["--gpus", gpus] if gpus else [])
+    cmd = host_matrix(mfile, res, name, gpus)
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, env={**os.environ, **env})
     with open(log, "a") as sink:
         sink.write(f"\n$ {' '.join(cmd)}\n{done.stderr}")

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO, cell_matrix, stop_rank  # common puts the repo on sys.path
+from common import REPO, cell_matrix, host_matrix, stop_rank  # common puts the repo on sys.path
 
 from harness import hints, matrix, report, results, runner  # noqa: E402
 from harness.engines import host  # noqa: E402
@@ -120,8 +120,7 @@ def main() -> int:
 
 def _cli(mfile: Path, gpus: tuple[str, ...], res: Path, out: Path, summary: dict) -> None:
     """Scenarios 1 and 2, through the real command line."""
-    cmd = [sys.executable, "-m", "harness", "matrix", "--engine", "host", "--matrix", str(mfile), "--results", str(res),
-           "--run-id", "cli", "--exclude", "launcher=torchrun", "--control", "always"] + (["--gpus", ",".join(gpus)] if gpus else [])
+    cmd = host_matrix(mfile, res, "cli", ",".join(gpus), "--control", "always")
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     (out / "cli.log").write_text(done.stdout + done.stderr)
     summary["cli_exit"] = done.returncode

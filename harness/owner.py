@@ -30,8 +30,7 @@ OWNER_VAR = "HARNESS_OWNER"  # in every host-engine process of a cell; io.nccl-h
 
 def _start_ticks(pid: int) -> int | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2:].split()[19])  # field 22; the command may hold spaces
+        return int(proc.stat_fields(pid)[19])  # field 22
     except (OSError, ValueError, IndexError):
         return None
 

@@ -22,6 +22,14 @@ class Completed:
     timed_out: bool = False
 
 
+def stat_fields(pid: int | str) -> list[str]:
+    """/proc/<pid>/stat from field 3 (state) on: [0] is the state, [19] the start time in clock ticks
+    after boot. The command (field 2) may hold spaces and parentheses, so the split starts after the
+    last ")". OSError when the process is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def which(name: str) -> str | None:
     from shutil import which as _which
 

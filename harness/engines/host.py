@@ -57,8 +57,7 @@ def marked(var: str) -> list[Marked]:
             found = [v for v in (entry / "environ").read_bytes().split(b"\0") if v.startswith(prefix)]
             if not found:
                 continue
-            stat = (entry / "stat").read_text()
-            state = stat[stat.rindex(")") + 2 :].split()[0]
+            state = proc.stat_fields(entry.name)[0]
             if state == "Z":
                 continue
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
@@ -221,6 +220,17 @@ def host_env(spec: CellSpec, environ: Mapping[str, str] = os.environ) -> dict[st
     return env
 
 
+def env_line(spec: CellSpec) -> str:
+    """host_env as the VAR=value words of a pasteable line."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())
+
+
+def cell_env(spec: CellSpec, token: str) -> dict[str, str]:
+    """The whole environment a cell's launcher starts with on this machine: this one, host_env, the
+    cell's token (every rank is found by it) and this harness as its owner (reaper.py)."""
+    return {**os.environ, **host_env(spec), TOKEN_VAR: token, owner.OWNER_VAR: owner.current().marker}
+
+
 class HostEngine:
     """Runs the workload from this checkout with this environment's torch and accelerate."""
 
@@ -266,17 +276,15 @@ class HostEngine:
                                  port=_free_port(), extra_args=extra_args, inherited_env=inherited_env)
 
     def equivalent(self, spec: CellSpec) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())
-        return f"{env} {shlex.join(spec.launch.argv)}"
+        return f"{env_line(spec)} {shlex.join(spec.launch.argv)}"
 
     @contextmanager
     def start(self, spec: CellSpec) -> Iterator[HostRunning]:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) takes the cell with it
-        env = {**os.environ, **host_env(spec), TOKEN_VAR: token, owner.OWNER_VAR: owner.current().marker}
         log = spec.out_dir / "launcher.log"
-        running = HostRunning(proc.spawn(list(spec.launch.argv), env=env, log=log), log, token)
+        running = HostRunning(proc.spawn(list(spec.launch.argv), env=cell_env(spec, token), log=log), log, token)
         try:
             yield running
         finally:

@@ -13,10 +13,8 @@ supported (containers on the nodes, forensics on other nodes, pending-reason ver
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -24,15 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .. import WORKLOAD_DIR
 from .. import launch as launch_mod
 from .. import owner, proc, results
 from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix
 from ..progress import Progress
-from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check
-from .host import TOKEN_VAR, HostEngine, Tagged, host_env, kill_all, tagged
+from .host import HostEngine, Tagged, cell_env, env_line, kill_all, tagged
 
 FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
 JOB_PREFIX = "nccl-harness-"
@@ -209,11 +205,7 @@ def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
 class SlurmEngine(HostEngine):
     """Runs each cell as a Slurm job, on the nodes' own Python (the same path as this one's)."""
 
-    name = "slurm"
-    builds_images = False
-    python = sys.executable
-    workload = str(WORKLOAD_DIR / "run.py")
-    control = str(WORKLOAD_DIR / "control.py")
+    name = "slurm"  # python, workload, control, inherited_env: the host engine's (the nodes' own stack)
 
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
@@ -249,9 +241,6 @@ class SlurmEngine(HostEngine):
             if not found.ok:
                 raise InfraError(f"--engine slurm: {found.name}: {found.detail}. {found.fix}")
 
-    def inherited_env(self, image: str) -> dict[str, str]:
-        return relevant_env(os.environ)
-
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         nodes = self.options.nodes
@@ -271,10 +260,9 @@ class SlurmEngine(HostEngine):
                 f"--chdir={spec.out_dir}", *self.options.sbatch_args(), str(script)]
 
     def equivalent(self, spec: CellSpec) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in host_env(spec).items())
         script = spec.out_dir / "job.sh"
         return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(spec.launch).splitlines())
-                + f"\n{env} {shlex.join(self.sbatch_argv(spec, script))}")
+                + f"\n{env_line(spec)} {shlex.join(self.sbatch_argv(spec, script))}")
 
     @contextmanager
     def start(self, spec: CellSpec) -> Iterator[SlurmRunning]:
@@ -283,8 +271,7 @@ class SlurmEngine(HostEngine):
         results.write_text(script, batch_script(spec.launch))
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
-        env = {**os.environ, **host_env(spec), TOKEN_VAR: token, owner.OWNER_VAR: owner.current().marker}
-        submitted = proc.run(self.sbatch_argv(spec, script), timeout=60, env=env)
+        submitted = proc.run(self.sbatch_argv(spec, script), timeout=60, env=cell_env(spec, token))
         proc.check(submitted, "sbatch", FIX)
         job_id = submitted.output.strip().splitlines()[-1].split(";")[0]
         running = SlurmRunning(job_id, spec.out_dir / "launcher.log", token)

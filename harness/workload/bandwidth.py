@@ -117,7 +117,6 @@ def _graph(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]]:
     return replay
 
 
-_NCCL_FLOAT32, _NCCL_SUM = 7, 0  # ncclDataType_t ncclFloat32, ncclRedOp_t ncclSum (nccl.h)
 
 
 def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]]:
@@ -130,6 +129,7 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     import torch.distributed as dist
 
     from . import fingerprint
+    from .nccl_control import NCCL_FLOAT32, NCCL_SIGNATURES, NCCL_SUM, bind  # nccl.h, declared once
     from .phases import synchronize, tiny_all_reduce
 
     all_reduce = None
@@ -138,10 +138,7 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
         comm = ctypes.c_void_p(backend._comm_ptr())
         path = (fingerprint.nccl_loaded() or {}).get("path")
         if path and comm.value:
-            all_reduce = ctypes.CDLL(path).ncclAllReduce
-            all_reduce.restype = ctypes.c_int
-            all_reduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                                   ctypes.c_void_p, ctypes.c_void_p]
+            all_reduce = bind(ctypes.CDLL(path), {"ncclAllReduce": NCCL_SIGNATURES["ncclAllReduce"]})["ncclAllReduce"]
     except Exception:  # noqa: BLE001 - private API: fall back to the next timing
         all_reduce = None
     # every rank must time the same way, or the collectives would not pair up
@@ -152,14 +149,14 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     stream = ctypes.c_void_p(torch.cuda.current_stream(state.torch_device).cuda_stream)
     ptr, count = ctypes.c_void_p(buf.data_ptr()), buf.numel()
     tiny_all_reduce(state)
-    all_reduce(ptr, ptr, count, _NCCL_FLOAT32, _NCCL_SUM, comm, stream)  # warm-up, and a check it works
+    all_reduce(ptr, ptr, count, NCCL_FLOAT32, NCCL_SUM, comm, stream)  # warm-up, and a check it works
     synchronize(state)
 
     def loop() -> float:
         tiny_all_reduce(state)
         t0 = time.perf_counter()
         for _ in range(iters):
-            all_reduce(ptr, ptr, count, _NCCL_FLOAT32, _NCCL_SUM, comm, stream)
+            all_reduce(ptr, ptr, count, NCCL_FLOAT32, NCCL_SUM, comm, stream)
         synchronize(state)
         return (time.perf_counter() - t0) / iters
 

@@ -67,7 +67,7 @@ class NcclUniqueId(ctypes.Structure):
 
 
 _P = ctypes.POINTER
-_NCCL_SIGNATURES: Dict[str, Any] = {
+NCCL_SIGNATURES: Dict[str, Any] = {  # also bandwidth.py's ncclAllReduce on torch's communicator
     "ncclGetVersion": (ctypes.c_int, [_P(ctypes.c_int)]),
     "ncclGetUniqueId": (ctypes.c_int, [_P(NcclUniqueId)]),
     "ncclCommInitRank": (ctypes.c_int, [_P(ctypes.c_void_p), ctypes.c_int, NcclUniqueId, ctypes.c_int]),
@@ -185,7 +185,7 @@ class Nccl:
     """libnccl's calls used here; every non-zero ncclResult_t becomes an NcclError."""
 
     def __init__(self, lib: Any) -> None:
-        self.f = bind(lib, _NCCL_SIGNATURES, optional=("ncclGetLastError",))
+        self.f = bind(lib, NCCL_SIGNATURES, optional=("ncclGetLastError",))
 
     def check(self, call: str, code: int, comm: Optional[ctypes.c_void_p] = None) -> None:
         if code == 0:
