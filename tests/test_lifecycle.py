@@ -252,7 +252,13 @@ def test_a_second_harness_on_the_same_run_exits_2_and_the_first_is_unaffected(tm
     first = _harness(*args)
     try:
         _wait_for(lambda: _in_phase(tmp_path / "same", "init"), first, "the first harness's cell did not start")
-        second = _run(*args)
+        # Held while the second runs: on a slow CI machine the first had finished (and let go of the run)
+        # before the second's interpreter was up. A stopped process still holds its lock; its ranks go on.
+        first.send_signal(signal.SIGSTOP)
+        try:
+            second = _run(*args)
+        finally:
+            first.send_signal(signal.SIGCONT)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by harness pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
         out, err = first.communicate(timeout=300)

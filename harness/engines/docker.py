@@ -393,6 +393,10 @@ class DockerRunning:
         benchmarks that must tell a real drop from noise."""
         self.container.update(cpu_period=100_000, cpu_quota=int(cpus * 100_000))
 
+    def lift_cpu_limit(self) -> None:
+        """Undo limit_cpus (a quota of -1 is no quota)."""
+        self.container.update(cpu_period=100_000, cpu_quota=-1)
+
     def kill(self) -> None:
         try:
             self.container.kill()
