@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -177,21 +179,63 @@ def test_a_killed_rank_is_a_fail(slurm_cluster, tmp_path):
     _no_jobs_of("slurm-kill")
 
 
+DEAD_HARNESS = """
+import os, time
+from harness import owner
+owner.watch_over("slurm")  # as the slurm engine does before its first job
+print(owner.current().marker, owner._watchdogs[f"slurm@{os.getpid()}"].pid, flush=True)
+time.sleep(600)
+"""
+
+
 @pytest.mark.slurm
 def test_the_sweep_cancels_the_job_of_a_dead_harness(slurm_cluster, tmp_path):
-    """A job whose owner (its comment) is a harness that is gone: the next command's sweep cancels it."""
-    dead = subprocess.run([sys.executable, "-c", "from harness import owner; print(owner.current().marker)"],
-                          cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-    submitted = subprocess.run(["sbatch", "--parsable", "--job-name=nccl-harness-t-dead-cell", f"--comment={dead}",
+    """A harness that submitted a job and died with its watchdog (both SIGKILLed): the next command's
+    sweep finds the watchdog's note, asks Slurm, and cancels the job."""
+    harness = subprocess.Popen([sys.executable, "-c", DEAD_HARNESS], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    marker, watchdog = harness.stdout.readline().split()
+    note = reaper._note(marker)
+    deadline = time.monotonic() + 60
+    while not note.exists():
+        assert time.monotonic() < deadline, f"the watchdog wrote no note at {note}"
+        time.sleep(0.1)
+    submitted = subprocess.run(["sbatch", "--parsable", "--job-name=nccl-harness-t-dead-cell", f"--comment={marker}",
                                 f"--output={tmp_path / 'out.log'}", "--wrap", "sleep 300"],
                                capture_output=True, text=True, check=True)
     job_id = submitted.stdout.strip().split(";")[0]
     try:
+        os.kill(int(watchdog), signal.SIGKILL)
+        harness.kill()
+        harness.wait()
         found = reaper.sweep(Progress(), connect=False)
         assert ("slurm", job_id) in [(i.engine, i.name) for i in found]
         _no_jobs_of("t-dead-cell")
+        assert not note.exists()  # cancelled: the next command does not ask Slurm again
     finally:
+        harness.kill()
         subprocess.run(["scancel", job_id])
+
+
+def test_without_a_note_from_a_dead_harness_no_command_asks_slurm(monkeypatch, tmp_path):
+    """Every command sweeps; Slurm is asked only where a dead harness left a note (squeue waits about 7 s
+    where Slurm is installed and its controller down), and always for `invoke clean` (unowned)."""
+    asked = []
+    monkeypatch.setattr(reaper, "JOB_NOTES", tmp_path / "notes")
+    monkeypatch.setattr(reaper.slurm, "queued", lambda timeout=30: asked.append(timeout) or [])
+    reaper.sweep(Progress(), connect=False)
+    assert asked == []
+    (tmp_path / "notes").mkdir()
+    alive = owner.current().marker
+    (tmp_path / "notes" / "alive").write_text(alive)
+    reaper.sweep(Progress(), connect=False)
+    assert asked == []  # its harness is alive: its watchdog will cancel its jobs
+    dead = alive.rsplit("/", 1)[0] + "/1"  # this pid with another start time: a process that is gone
+    (tmp_path / "notes" / "dead").write_text(dead)
+    reaper.sweep(Progress(), connect=False)
+    assert asked == [5] and not (tmp_path / "notes" / "dead").exists() and (tmp_path / "notes" / "alive").exists()
+    reaper.sweep(Progress(), connect=False, unowned=True)
+    assert asked == [5, 5]
 
 
 @pytest.mark.slurm
