@@ -45,6 +45,7 @@ def test_a_cell_with_one_rank_on_each_node_passes_and_says_where_each_ran(slurm_
         "0": (slurm_nodes.nodes[0], job_id), "1": (slurm_nodes.nodes[1], job_id)}
     report = (results / "t-nodes" / "report.md").read_text()
     assert f"- nodes: {slurm_nodes.nodes[0]} (rank 0), {slurm_nodes.nodes[1]} (rank 1)" in report
+    assert "seen by every node" in proc.stderr  # the shared-folder probe ran first
     _nothing_left(slurm_nodes, "t-nodes")
 
 
@@ -76,3 +77,15 @@ def test_a_rank_stopped_on_its_node_is_a_hang_naming_the_rank_and_the_node(slurm
     assert f"rank 1 on {slurm_nodes.nodes[1]}" in result.reason and "stopped" in result.reason, result.reason
     assert record.leftovers == []
     _nothing_left(slurm_nodes, str(spec.out_dir))
+
+
+def test_a_results_folder_the_nodes_do_not_share_stops_the_run_with_exit_4(slurm_nodes, tmp_path):
+    """tmp_path is this host's alone (not mounted into the nodes): the probe job's nodes cannot write there."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "2", "--ranks",
+                           "2", "--only", "*acc1.15.0+default", "--results", str(tmp_path), "--run-id", "t-local"],
+                          cwd=REPO, env=slurm_nodes.env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"the results folder {tmp_path / 't-local'} is not shared by every node" in proc.stderr
+    assert "Fix: --results DIR on storage that every node mounts at the same path" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list((tmp_path / "t-local").glob("cells/*"))  # no cell ran
+    _nothing_left(slurm_nodes, "t-local")
