@@ -24,6 +24,7 @@ TAG=slurm-cluster
 LOG="$REPO/.cache/slurm-cluster.log"
 mkdir -p "$(dirname "$LOG")"
 . scripts/lib/step.sh
+. scripts/lib/slurm-conf.sh
 
 LABEL=io.nccl-harness.slurm-cluster
 PACKAGES="slurmd slurmctld slurm-client munge"
@@ -85,27 +86,14 @@ SlurmctldHost=$1-ctl($2)
 SlurmUser=root
 AuthType=auth/munge
 AuthInfo=socket=$(socket_dir "$1")/munge.socket.2
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
+$(slurm_conf_plugins)
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 SlurmctldPidFile=/var/run/slurmctld.pid
 SlurmdPidFile=/var/run/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
-SlurmctldTimeout=30
-SlurmdTimeout=30
-InactiveLimit=0
-KillWait=5
-MinJobAge=30
+$(slurm_conf_timers)
 NodeName=$1-n[1-2] CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
 PartitionName=nodes Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
