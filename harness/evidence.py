@@ -393,6 +393,21 @@ class RankError:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a rank ran, as its start event says (workload/main.placement); records from before it have none."""
+
+    node: str | None = None
+    gpu: str | None = None  # the CUDA_VISIBLE_DEVICES entry of its local rank; None on CPU
+    job_id: str | None = None  # Slurm's job and step, where it ran in one
+    step: str | None = None
+
+    @classmethod
+    def of(cls, f: _Facts) -> Placement | None:
+        found = cls(f.str("node"), f.str("gpu"), f.str("job_id"), f.str("step"))
+        return found if found != cls() else None
+
+
+@dataclass(frozen=True)
 class RankSummary:
     """How far one rank got, as its event file says."""
 
@@ -400,6 +415,7 @@ class RankSummary:
     phases_done: tuple[str, ...] = ()
     error: RankError | None = None
     result: Mapping[str, Any] | None = None  # the workload's result event, when the rank got to the end
+    placement: Placement | None = None
 
     @classmethod
     def of(cls, data: Any, where: str | None = None) -> RankSummary:
@@ -409,7 +425,11 @@ class RankSummary:
         return cls(f.str("phase"), f.strs("phases_done"),
                    RankError(error.str("phase"), error.str("error_class"), error.str("type"), error.text("message"),
                              error.num("wall")) if error.data else None,
-                   result.data or None)
+                   result.data or None, Placement.of(f.obj("placement")))
+
+    @property
+    def node(self) -> str | None:
+        return self.placement.node if self.placement else None
 
     @property
     def wrong_total(self) -> int:
@@ -553,6 +573,15 @@ class RawAttempt:
     @property
     def rank_states(self) -> dict[int, RankSummary]:
         return {int(r): RankSummary.of(s) for r, s in self.ranks.items() if isinstance(r, str) and r.isdigit()}
+
+    @property
+    def nodes(self) -> dict[str, tuple[int, ...]]:
+        """The nodes the ranks ran on (their start events), each with its ranks; {} before placements were recorded."""
+        found: dict[str, list[int]] = {}
+        for rank, state in sorted(self.rank_states.items()):
+            if state.node:
+                found.setdefault(state.node, []).append(rank)
+        return {node: tuple(ranks) for node, ranks in found.items()}
 
     @property
     def stall_info(self) -> Stall | None:

@@ -72,6 +72,10 @@ KIND_ORDER: tuple[str, ...] = (
     "other",
 )
 
+#: The kinds that go through the network: the only ones between ranks on different nodes (P2P, SHM and
+#: NVLS stay within one node; NVLS over MNNVL is not told apart here).
+NETWORK_KINDS: tuple[str, ...] = ("NET/Socket", "NET/IB", "NET", "CollNet")
+
 #: CollNet connections have no peer rank: the other end is the network. It is written as -1.
 COLLNET_PEER = -1
 

@@ -232,13 +232,20 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     return Outcome("pass", f"busbw {busbw:.2f} GB/s at the largest size", seconds, None, None, {"busbw_gbs": busbw})
 
 
+def _rank_on(raw: RawAttempt, rank: int) -> str:
+    """"rank R", and its node where the ranks ran on more than one (on one machine the host says it)."""
+    nodes = raw.nodes
+    node = next((n for n, ranks in nodes.items() if rank in ranks), None)
+    return f"rank {rank} on {node}" if len(nodes) > 1 and node else f"rank {rank}"
+
+
 def _hang(raw: RawAttempt, stall: Stall) -> Outcome:
     """The supervisor stopped a cell in which no rank said anything of its own: a hang in the phase the
     leading rank was in, the ranks behind named."""
     why = {str(r): text for r, text in stall.why_behind.items()}
     what = (f"hard cap of {stall.threshold:.0f}s for the cell reached" if raw.ended_by == "cap"
             else f"no progress for {stall.since_progress:.0f}s in {stall.phase} (threshold {stall.threshold:.0f}s)")
-    who = "; ".join(f"rank {r} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
+    who = "; ".join(f"{_rank_on(raw, r)} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
     return Outcome("hang", f"{what}; {who}", raw.seconds, stall.phase, None,
                    {"ranks_behind": list(stall.ranks_behind), "why_behind": why})
 

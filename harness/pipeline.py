@@ -123,6 +123,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
         if stale:
             progress.say(f"{run}: took over the lock of {stale}, which ended without releasing it.")
         try:
+            engine.check_results(run, progress)
             return _run_cells(run, m, cells, engine, opts, ropts, progress)
         except OSError as exc:  # a write outside the results store (an attempt folder, a log) failed
             if exc.errno not in results.WRITE_ERRNOS:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, RankError, RankSummary,
+from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
 from .workload.redact import shown_env
 from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
@@ -356,6 +356,10 @@ class CellRecord:
         return self.last_raw.transports
 
     @property
+    def nodes(self) -> dict[str, tuple[int, ...]]:
+        return self.last_raw.nodes
+
+    @property
     def phase_timings(self) -> dict[str, float]:
         return self.last_raw.phase_timings
 
@@ -511,6 +515,6 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
-           "NcclSummary", "RankError", "RankSummary", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
+           "NcclSummary", "RankError", "RankSummary", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
            "Control", "layer",
            "not_applicable", "build_error", "RunFacts"]

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from . import hints
+from . import hints, nccl_log
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, RunFacts, Status
 from .results import RunData
 from .workload.redact import shown
@@ -307,6 +307,16 @@ def _origins(record: CellRecord) -> str:
     return "; ".join(f"{origin}: {' '.join(groups[origin])}" for origin in order if origin in groups) or "none"
 
 
+def _nodes(record: CellRecord) -> str | None:
+    """Each node with its ranks, and for ranks on several nodes NCCL's transport between them (its log)."""
+    nodes = record.nodes
+    if not nodes:
+        return None
+    text = ", ".join(f"{node} (rank{'s' if len(r) > 1 else ''} {','.join(map(str, r))})" for node, r in nodes.items())
+    net = [t for t in record.transports if t in nccl_log.NETWORK_KINDS]
+    return text + (f"; between nodes: {'+'.join(net)}" if len(nodes) > 1 and net else "")
+
+
 def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
     lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
@@ -319,6 +329,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
                                                             for k, c in record.launcher_changes.items())
               or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
+             ("nodes", _nodes(record)),
              ("attempts", str(record.attempt_count)),
              ("NCCL alone", control_text(record)),
              ("image", record.image_tag)]

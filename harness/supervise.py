@@ -91,12 +91,15 @@ class RankState:
     error: dict | None = None
     result: dict | None = None
     phase_ends: dict[str, dict] = field(default_factory=dict)
+    placement: dict[str, str] = field(default_factory=dict)  # node, gpu, job_id, step (its start event)
 
     def feed(self, event: dict, now: float) -> None:
         kind = event.get("event")
         self.events += 1
         self.last_beat = now
         self.pid = event.get("pid", self.pid)
+        if kind == "start" and isinstance(event.get("placement"), dict):
+            self.placement = {k: v for k, v in event["placement"].items() if isinstance(v, str)}
         if kind == "heartbeat" and event.get("source") != "main":
             return  # alive, but not progress: a rank stuck in a collective keeps beating
         self.last_progress = now
@@ -124,6 +127,7 @@ class RankState:
             "events": self.events,
             "error": _slim_error(self.error),
             "result": self.result,
+            **({"placement": self.placement} if self.placement else {}),
         }
 
 

@@ -22,6 +22,7 @@ started=$SECONDS
 
 TAG=slurm-local
 . scripts/lib/step.sh
+. scripts/lib/slurm-conf.sh
 
 fail_with_logs() {
   say "$1; the end of the daemons' logs ($DAEMON_LOGS) and of $LOG:"
@@ -47,27 +48,14 @@ ClusterName=harness
 SlurmctldHost=$NODE
 SlurmUser=root
 AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
+$(slurm_conf_plugins)
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/d
 SlurmctldPidFile=$STATE/slurmctld.pid
 SlurmdPidFile=$STATE/slurmd.pid
 SlurmctldLogFile=$DAEMON_LOGS/slurmctld.log
 SlurmdLogFile=$DAEMON_LOGS/slurmd.log
-SlurmctldTimeout=30
-SlurmdTimeout=30
-InactiveLimit=0
-KillWait=5
-MinJobAge=30
+$(slurm_conf_timers)
 NodeName=$NODE CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF

@@ -65,6 +65,61 @@ def slurm_cluster() -> None:
     assert not left, f"the tests left harness jobs in squeue: {left}"
 
 
+class SlurmNodes:
+    """A two-node Slurm in containers (scripts/slurm-cluster.sh): its name, nodes, the SLURM_CONF that
+    reaches it from this host, and the folder every node sees at the same path."""
+
+    def __init__(self, name: str, conf: str, shared: Path) -> None:
+        self.name, self.conf, self.shared = name, conf, shared
+        self.nodes = (f"{name}-n1", f"{name}-n2")
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": self.conf, "PYTHONPATH": str(REPO)}
+
+    def processes(self, node: str, needle: str) -> list[str]:
+        """The command lines of the node's processes that mention `needle` (a run id, a token)."""
+        import subprocess
+
+        listing = subprocess.run(["docker", "exec", node, "sh", "-c",
+                                  'for p in /proc/[0-9]*; do echo "$(cat $p/stat 2>/dev/null | cut -d" " -f1,3) '
+                                  '$(tr "\\0" " " <$p/cmdline 2>/dev/null)"; done'],
+                                 capture_output=True, text=True, timeout=60, check=True).stdout
+        return [line for line in listing.splitlines() if needle in line and " Z " not in line]
+
+    def signal(self, node: str, pid: int, sig: str) -> None:
+        """`kill -SIG pid` on the node, as its administrator would (pid as the node sees it)."""
+        import subprocess
+
+        subprocess.run(["docker", "exec", node, "sh", "-c", f"kill -{sig} {pid}"], check=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes(base_image, tmp_path_factory):
+    """scripts/slurm-cluster.sh's two-node Slurm, started once per session under a unique name and
+    removed afterwards; its nodes share a folder of this session at the same path."""
+    import subprocess
+    import uuid
+
+    if os.geteuid() != 0:
+        _unavailable("scripts/slurm-cluster.sh needs root (Docker, munged)")
+    name = f"hx{uuid.uuid4().hex[:8]}"
+    shared = tmp_path_factory.mktemp("cluster-shared")
+    up = subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "up", name, str(shared)],
+                        capture_output=True, text=True, timeout=900)
+    conf = [line.split("=", 1)[1] for line in up.stdout.splitlines() if line.startswith("SLURM_CONF=")]
+    if up.returncode != 0 or not conf:
+        _unavailable(f"scripts/slurm-cluster.sh up could not start two Slurm nodes (exit {up.returncode}): "
+                     f"{up.stderr[-1500:]}")
+    cluster = SlurmNodes(name, conf[0], shared)
+    try:
+        yield cluster
+        left = subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout
+        assert not left.strip(), f"the tests left jobs in the cluster's squeue: {left}"
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "down", name], timeout=300)
+
+
 @pytest.fixture(scope="session")
 def base_image(engine, tmp_path_factory) -> str:
     """The local Debian base image, made with debootstrap when missing."""

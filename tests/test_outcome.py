@@ -81,6 +81,12 @@ CASES = [
     ("hang", {"ended_by": "stall", "ranks": {}, "stall": {"phase": "prepare", "threshold": 120, "since_progress": 121.2,
               "ranks_behind": [1], "why_behind": {"1": "silent for 121s (stopped or frozen)"}}},
      "hang", "prepare", None, ["no progress for 121s in prepare", "rank 1 silent"]),
+    ("hang on one of two nodes", {"ended_by": "stall", "ranks": {
+        "0": {"phase": "prepare", "placement": {"node": "node-a", "job_id": "7", "step": "0"}},
+        "1": {"phase": "prepare", "placement": {"node": "node-b", "job_id": "7", "step": "0"}}},
+        "stall": {"phase": "prepare", "threshold": 120, "since_progress": 121.2, "ranks_behind": [1],
+                  "why_behind": {"1": "silent for 121s (stopped or frozen)"}}},
+     "hang", "prepare", None, ["rank 1 on node-b silent"]),
     ("hang at the cap", {"ended_by": "cap", "ranks": {}, "stall": {"phase": "bandwidth", "threshold": 1800, "since_progress": 3,
                          "ranks_behind": [], "why_behind": {}}},
      "hang", "bandwidth", None, ["hard cap of 1800s"]),

@@ -113,6 +113,8 @@ def test_partial_records_read_with_nothing_made_up(data):
     ({"attempts": [{"raw": {"ranks": []}}]}, "attempts[0].raw.ranks should be an object"),
     ({"attempts": [{"raw": {"ended_by": "tired"}}]}, "attempts[0].raw.ended_by 'tired' is not one of"),
     ({"image": "nccl-harness/x"}, "image should be an object"),
+    ({"attempts": [{"raw": {"ranks": {"0": {"placement": {"node": 7}}}}}]},
+     "attempts[0].raw.ranks.0.placement.node should be a string"),
 ])
 def test_a_record_of_the_wrong_shape_is_refused_with_where(data, words):
     with pytest.raises(RecordError) as err:

@@ -211,3 +211,20 @@ def test_the_control_line_is_escaped_like_every_other_text():
     lines = [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- NCCL alone")]
     assert lines == ["- NCCL alone: fail (nccl, '&lt;img src=x onerror=alert(1)&gt; \\| a'): the fault is in NCCL or "
                      "its configuration"]
+
+
+# ---------------------------------------------------------------- where the ranks ran (slurm placements)
+def test_the_cell_detail_lists_the_nodes_and_nccls_transport_between_them():
+    from .test_hints import make_record
+    data = make_record(status="pass", phase=None, reason="busbw")
+    raw = data["attempts"][-1]["raw"]
+    raw["ranks"] = {str(r): {"phase": "teardown", "placement": {"node": node, "gpu": gpu, "job_id": "41", "step": "0"}}
+                    for r, (node, gpu) in enumerate([("gpu-a", "0"), ("gpu-a", "1"), ("gpu-b", "0"), ("gpu-b", "1")])}
+    raw["nccl"]["0"]["transports"] = {"P2P/CUMEM": 4, "NET/IB": 4}
+    rec = CellRecord.from_json(data)
+    lines = [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- nodes")]
+    assert lines == ["- nodes: gpu-a (ranks 0,1), gpu-b (ranks 2,3); between nodes: NET/IB"]
+    del raw["ranks"]["2"]["placement"], raw["ranks"]["3"]["placement"]  # a record from before placements: no line
+    for r in ("0", "1"):
+        del raw["ranks"][r]["placement"]
+    assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- nodes")]

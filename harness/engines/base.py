@@ -85,6 +85,10 @@ class Engine(Protocol):
     def preflight(self, progress: "Progress") -> None:
         """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""
 
+    def check_results(self, run: Path, progress: "Progress") -> None:
+        """Raise InfraError when the ranks cannot write into the run folder where this host reads it
+        (slurm: a folder not shared by every node); one machine's engines have nothing to check."""
+
     def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
         """The cells this engine runs for a selection (the host engine: on its own stack)."""
 

@@ -228,6 +228,9 @@ class DockerEngine:
         return {"name": self.name, "version": version.get("Version"), "api": version.get("ApiVersion"),
                 "runtimes": sorted(details.get("Runtimes", {}))}
 
+    def check_results(self, run: Path, progress: "Progress") -> None:
+        return None  # the containers run on this machine, the run folder mounted into them
+
     def preflight(self, progress: "Progress") -> None:
         disk = self.disk_check()
         if not disk.ok:

@@ -253,6 +253,9 @@ class HostEngine:
     def preflight(self, progress: Progress) -> None:
         return None
 
+    def check_results(self, run: Path, progress: Progress) -> None:
+        return None  # the ranks run on this machine
+
     def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
         """The selected variants and launchers, on the stack installed in this Python."""
         stack = host_stack(self.python)

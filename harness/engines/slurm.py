@@ -13,8 +13,10 @@ supported (containers on the nodes, forensics on other nodes, pending-reason ver
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import time
 import uuid
 from contextlib import contextmanager
@@ -28,7 +30,7 @@ from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix
 from ..progress import Progress
 from .base import CellSpec, Check
-from .host import HostEngine, Tagged, cell_env, env_line, kill_all, tagged
+from .host import TOKEN_VAR, HostEngine, Tagged, cell_env, env_line, kill_all, tagged
 
 FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
 JOB_PREFIX = "nccl-harness-"
@@ -44,6 +46,7 @@ NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "Pa
 PENDING_LIMIT_S = 900.0
 STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
 CANCEL_WAIT_S = 60.0
+PROBE_S = 120.0  # the shared-folder probe: one `echo` per node, once it runs
 
 
 @dataclass(frozen=True)
@@ -255,9 +258,52 @@ class SlurmEngine(HostEngine):
                                       out=str(out), extra_args=extra_args, inherited_env=inherited_env)
 
     def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
-        return ["sbatch", "--parsable", f"--job-name={job_name(spec.run_id, spec.cell_id)}",
-                f"--comment={owner.current().marker}", f"--output={spec.out_dir / 'launcher.log'}",
-                f"--chdir={spec.out_dir}", *self.options.sbatch_args(), str(script)]
+        return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / "launcher.log", spec.out_dir, script)
+
+    def _sbatch(self, name: str, output: Path, chdir: Path, script: Path) -> list[str]:
+        """A job of this harness (its owner in the comment, for the reaper) on the user's allocation."""
+        return ["sbatch", "--parsable", f"--job-name={name}", f"--comment={owner.current().marker}",
+                f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(), str(script)]
+
+    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> SlurmRunning:
+        token = uuid.uuid4().hex
+        owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
+        submitted = proc.run(argv, timeout=60, env={**(env or os.environ), TOKEN_VAR: token})
+        proc.check(submitted, "sbatch", FIX)
+        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token)
+
+    def check_results(self, run: Path, progress: Progress) -> None:
+        """Every node of an allocation like the cells' writes its name into the run folder, through srun,
+        and this host reads the names back: the ranks write their events there and the supervisor follows
+        them from here, so a folder that a node does not see (or sees elsewhere) is an InfraError now,
+        not a cell that 'never started'."""
+        probe = run / f".nodes-{uuid.uuid4().hex[:8]}"
+        results.make_dir(probe)
+        script = probe / "probe.sh"
+        write = f'echo "$SLURMD_NODENAME" > {shlex.quote(str(probe))}/"$SLURMD_NODENAME"'
+        results.write_text(script, "\n".join(["#!/bin/bash", "# written by nccl-harness: does every node see the "
+                                              "results folder at this path?",
+                                              f"exec srun --ntasks-per-node=1 bash -c {shlex.quote(write)}", ""]))
+        running = self._submit(self._sbatch(job_name(run.name, "shared-folder-probe"), Path(os.devnull), Path("/"),
+                                            script), Path(os.devnull))
+        try:
+            started(running)
+            deadline = time.monotonic() + PROBE_S
+            while running.poll() is None and time.monotonic() < deadline:
+                time.sleep(STATE_POLL_S)
+        finally:
+            running.kill_surely()
+        seen = sorted(p.name for p in probe.iterdir() if p.name != script.name)
+        nodes = (running.state or {}).get("NodeList", "?")
+        shutil.rmtree(probe, ignore_errors=True)
+        if len(seen) < self.options.nodes:
+            raise InfraError(
+                f"--engine slurm: the results folder {run} is not shared by every node: of the {self.options.nodes} "
+                f"node(s) of probe job {running.job_id} ({nodes}), {len(seen)} wrote into it "
+                f"({', '.join(seen) or 'none'}). The ranks write their events there and this host follows them. "
+                "Fix: --results DIR on storage that every node mounts at the same path (NFS, Lustre, GPFS; "
+                "often /home or /scratch on a cluster).")
+        progress.say(f"Results folder {run}: seen by every node ({', '.join(seen)})")
 
     def equivalent(self, spec: CellSpec) -> str:
         script = spec.out_dir / "job.sh"
@@ -269,12 +315,8 @@ class SlurmEngine(HostEngine):
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         script = spec.out_dir / "job.sh"
         results.write_text(script, batch_script(spec.launch))
-        token = uuid.uuid4().hex
-        owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
-        submitted = proc.run(self.sbatch_argv(spec, script), timeout=60, env=cell_env(spec, token))
-        proc.check(submitted, "sbatch", FIX)
-        job_id = submitted.output.strip().splitlines()[-1].split(";")[0]
-        running = SlurmRunning(job_id, spec.out_dir / "launcher.log", token)
+        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""))
+        job_id = running.job_id
         try:
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
             yield running

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from . import classify, cli, distenv, fingerprint
 from .events import EventWriter, Heartbeat
@@ -276,6 +276,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return run_rank(cli.parse_args(argv), Runner)
 
 
+def placement(local_rank: int, environ: Mapping[str, str] = os.environ) -> Dict[str, str]:
+    """Where this rank runs: its node, its GPU (the CUDA_VISIBLE_DEVICES entry of its local rank, where
+    GPUs are given), and the Slurm job and step it belongs to (srun exports them to every task)."""
+    visible = [g for g in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    found = {"node": environ.get("SLURMD_NODENAME") or socket.gethostname(),
+             "gpu": visible[local_rank] if 0 <= local_rank < len(visible) else "",
+             "job_id": environ.get("SLURM_JOB_ID", ""), "step": environ.get("SLURM_STEP_ID", "")}
+    return {k: v for k, v in found.items() if v}
+
+
 def run_rank(args: Any, runner: Callable[..., Runner]) -> int:
     """One rank of ``runner`` (the workload's or the control's): event file, forensics, start event,
     heartbeat, the phases; returns the exit code."""
@@ -286,7 +296,7 @@ def run_rank(args: Any, runner: Callable[..., Runner]) -> int:
                          denv.rank, denv.world)
     stacks = register_forensics(args.out, denv.rank)
     writer.emit("start", argv=list(sys.argv), host=socket.gethostname(),
-                local_rank=denv.local_rank, python=sys.version.split()[0])
+                local_rank=denv.local_rank, python=sys.version.split()[0], placement=placement(denv.local_rank))
     heartbeat = Heartbeat(writer, args.heartbeat).start()
     try:
         return runner(args, denv, writer, heartbeat).run()

@@ -1,0 +1,91 @@
+"""The slurm engine across two real nodes: two slurmd in containers with their own slurmctld
+(scripts/slurm-cluster.sh, the `slurm_nodes` fixture), sharing the results folder at the same path and
+running ranks on the nodes' own Python. A CPU cell with one rank on each node passes and records where
+each rank ran; a rank stopped with SIGSTOP on its node is a hang naming the rank and that node; after
+each, the cluster lists no job and no node runs anything of the cell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import outcome, supervise
+from harness.engines.slurm import SlurmEngine, SlurmOptions
+
+from .conftest import REPO, Fault
+from .test_supervise import TIMEOUTS, _spec
+
+pytestmark = pytest.mark.slurm
+
+
+def _nothing_left(cluster, needle: str) -> None:
+    jobs = subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout
+    assert not jobs.strip(), f"jobs left in the cluster: {jobs}"
+    for node in cluster.nodes:
+        assert not cluster.processes(node, needle), f"processes of the cell left on {node}"
+
+
+def test_a_cell_with_one_rank_on_each_node_passes_and_says_where_each_ran(slurm_nodes):
+    results = slurm_nodes.shared / "pass"
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "2", "--ranks",
+                           "2", "--only", "*acc1.15.0+default", "--results", str(results), "--run-id", "t-nodes"],
+                          cwd=REPO, env=slurm_nodes.env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [record_file] = (results / "t-nodes" / "cells").glob("*/record.json")
+    record = json.loads(record_file.read_text())
+    assert record["outcome"]["status"] == "pass", record["outcome"]
+    ranks = record["attempts"][-1]["raw"]["ranks"]
+    [job] = (results / "t-nodes" / "cells").glob("*/attempt-1/slurm-job.json")
+    job_id = json.loads(job.read_text())["job_id"]
+    assert {r: (p["placement"]["node"], p["placement"]["job_id"]) for r, p in ranks.items()} == {
+        "0": (slurm_nodes.nodes[0], job_id), "1": (slurm_nodes.nodes[1], job_id)}
+    report = (results / "t-nodes" / "report.md").read_text()
+    assert f"- nodes: {slurm_nodes.nodes[0]} (rank 0), {slurm_nodes.nodes[1]} (rank 1)" in report
+    assert "seen by every node" in proc.stderr  # the shared-folder probe ran first
+    _nothing_left(slurm_nodes, "t-nodes")
+
+
+class OnTheNodes:
+    """Signals a rank on the node it runs on (its start event names the node and its pid there)."""
+
+    def __init__(self, cluster, out: Path) -> None:
+        self.cluster, self.out = cluster, out
+
+    def signal(self, pid: int, sig: str) -> None:
+        for events in self.out.glob("events-rank*.jsonl"):
+            start = json.loads(events.read_text().splitlines()[0])
+            if start["event"] == "start" and start["pid"] == pid:
+                self.cluster.signal(start["placement"]["node"], pid, sig)
+                return
+        raise AssertionError(f"no rank with pid {pid}")
+
+
+def test_a_rank_stopped_on_its_node_is_a_hang_naming_the_rank_and_the_node(slurm_nodes, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm_nodes.conf)  # the harness's sbatch, scontrol, scancel, squeue
+    engine = SlurmEngine(SlurmOptions(nodes=2))
+    spec = _spec(engine, slurm_nodes.shared / "stop", ("--hold-at", "prepare"))
+    fault = Fault(spec.out_dir, 1, "prepare", "STOP")
+    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=fault,
+                                 on_start=lambda running: fault.start(OnTheNodes(slurm_nodes, spec.out_dir)))
+    result = outcome.classify(record.to_json())
+    assert result.status == "hang" and result.phase == "prepare", result
+    assert result.detail["ranks_behind"] == [1]
+    assert f"rank 1 on {slurm_nodes.nodes[1]}" in result.reason and "stopped" in result.reason, result.reason
+    assert record.leftovers == []
+    _nothing_left(slurm_nodes, str(spec.out_dir))
+
+
+def test_a_results_folder_the_nodes_do_not_share_stops_the_run_with_exit_4(slurm_nodes, tmp_path):
+    """tmp_path is this host's alone (not mounted into the nodes): the probe job's nodes cannot write there."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "2", "--ranks",
+                           "2", "--only", "*acc1.15.0+default", "--results", str(tmp_path), "--run-id", "t-local"],
+                          cwd=REPO, env=slurm_nodes.env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"the results folder {tmp_path / 't-local'} is not shared by every node" in proc.stderr
+    assert "Fix: --results DIR on storage that every node mounts at the same path" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list((tmp_path / "t-local").glob("cells/*"))  # no cell ran
+    _nothing_left(slurm_nodes, "t-local")
