@@ -456,6 +456,7 @@ class RunFacts:
     engine: str | None = None
     engine_version: str | None = None
     engine_runtimes: tuple[str, ...] = ()
+    engine_flags: tuple[str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
     harness_version: str | None = None
     git_commit: str | None = None
     matrix_path: str | None = None
@@ -504,7 +505,7 @@ class RunFacts:
         return cls(safe(lambda: top.str("run_id")), safe(lambda: top.str("started")), safe(lambda: h.str("hostname")),
                    safe(lambda: h.str("os")), safe(lambda: h.str("driver")), safe(lambda: h.strs("gpus"), ()),
                    safe(lambda: top.strs("gpus"), ()), safe(lambda: engine.str("name")),
-                   safe(lambda: engine.str("version")), safe(lambda: engine.strs("runtimes"), ()),
+                   safe(lambda: engine.str("version")), safe(lambda: engine.strs("runtimes"), ()), safe(lambda: engine.strs("flags"), ()),
                    safe(lambda: h.str("harness_version")) or safe(lambda: top.str("harness_version")),
                    safe(lambda: h.str("git_commit")), safe(lambda: matrix.str("path")), safe(lambda: matrix.str("sha256")),
                    tuple(dict.fromkeys(ids)), cells)

@@ -4,6 +4,7 @@ that reruns it. Pure: it reads RunData and returns text, so old runs re-render w
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -165,7 +166,9 @@ def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
 
 def rerun_command(record: CellRecord, run: RunFacts) -> str:
     """The `invoke matrix` line that reruns exactly this cell, as this run ran it."""
-    engine = " --engine host" if record.cell.is_host else ""
+    # the run's engine flags (--engine slurm --nodes=2 ...); runs from before they were kept: host or docker
+    flags = run.engine_flags or (("--engine", "host") if record.cell.is_host else ())
+    engine = "".join(f" {shlex.quote(f)}" for f in flags)
     gpu_flag = f" --gpus {','.join(run.gpus)}" if run.gpus and not record.cell.is_cpu else ""
     return f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag} --only '{record.id}'"
 

@@ -38,7 +38,7 @@ def runs(tmp_path_factory) -> Path:
     shutil.copytree(root / "A", root / "B")
     shutil.copytree(root / "A", root / "C")
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
-    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(init=4, prepare=4, step=4, check=4, bandwidth=4)})
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(init=8, prepare=8, step=8, check=8, bandwidth=8)})  # 4 s: flaky on a loaded machine
     cell = next(c for c in host.host_cells(m, host.host_stack()) if c.id == CELLS[0])
     opts = runner.RunOptions("B", root, (), 2, extra_args=("--hold-at", "step"), extra_env=(("HARNESS_TEST_FAULTS", "1"),))
 
@@ -228,3 +228,20 @@ def test_the_cell_detail_lists_the_nodes_and_nccls_transport_between_them():
     for r in ("0", "1"):
         del raw["ranks"][r]["placement"]
     assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- nodes")]
+
+
+@pytest.mark.parametrize("engine, base, rerun", [
+    ({"name": "slurm", "flags": ["--engine", "slurm", "--nodes=2", "--partition=gpu", "--slurm-arg=--exclusive"]},
+     "host", "--engine slurm --nodes=2 --partition=gpu --slurm-arg=--exclusive --only"),
+    ({"name": "host", "flags": ["--engine", "host"]}, "host", "--engine host --only"),
+    ({"name": "host"}, "host", "--engine host --only"),  # a run from before engine flags were kept
+    ({"name": "docker"}, "harness-base:bookworm", "--matrix matrix.yaml --only"),  # the default engine
+])
+def test_the_rerun_line_repeats_the_engine_and_its_flags(engine, base, rerun):
+    """A cell that ran as a Slurm job is rerun as one, with the allocation it had (it used to say
+    `--engine host` for every cell on the nodes' own stack)."""
+    run = record.RunFacts.from_json({"host": {"engine": engine}, "matrix": {"path": "matrix.yaml"}})
+    cell = CellRecord.from_json({"id": "s+default", "cell": {"cuda": "cpu", "torch": "2.13.0", "accelerate": "1.15.0",
+                                                             "variant": "default", "base": base},
+                                 "outcome": {"status": "pass"}})
+    assert rerun in report.rerun_command(cell, run)

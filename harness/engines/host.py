@@ -241,7 +241,7 @@ class HostEngine:
     control = str(WORKLOAD_DIR / "control.py")
 
     def facts(self) -> dict:
-        return {"name": self.name, "python": self.python}
+        return {"name": self.name, "python": self.python, "flags": ["--engine", "host"]}
 
     def checks(self, gpus: tuple[str, ...]) -> list[Check]:
         try:

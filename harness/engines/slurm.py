@@ -74,6 +74,12 @@ class SlurmOptions:
                                    "Fix: e.g. --slurm-arg=--exclusive or --slurm-arg=--constraint=ib.")
         return self
 
+    def flags(self) -> list[str]:
+        """These options as `invoke matrix` flags (the report's Rerun line)."""
+        named = (("--nodes", str(self.nodes)), ("--partition", self.partition), ("--account", self.account),
+                 ("--time", self.time))
+        return [f"{k}={v}" for k, v in named if v is not None] + [f"--slurm-arg={a}" for a in self.extra]
+
     def sbatch_args(self) -> list[str]:
         """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
         args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
@@ -216,7 +222,8 @@ class SlurmEngine(HostEngine):
     def facts(self) -> dict:
         o = self.options
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
-                "partition": o.partition, "account": o.account, "time": o.time, "slurm_args": list(o.extra)}
+                "partition": o.partition, "account": o.account, "time": o.time, "slurm_args": list(o.extra),
+                "flags": ["--engine", "slurm", *o.flags()]}
 
     def _controller(self) -> Check:
         if proc.which("sbatch") is None or proc.which("scontrol") is None:
