@@ -330,7 +330,7 @@ def _not_a_number(value: Any, whole: bool) -> tuple[str, str]:
     return f"is {yamlfile.short(value)}; {what} is expected.", "write a number."
 
 
-_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "finite_number")
+_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "too_short", "finite_number")
 
 
 def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
