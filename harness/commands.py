@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from . import baseimage, hints, images, reaper, results
@@ -15,15 +16,28 @@ from . import publish as publish_mod
 from . import report as report_mod
 from .doctor import doctor
 from .engines.docker import DockerEngine
-from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError
+from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError, closest
 from .pipeline import MatrixOptions, checked_build_options, write_builds
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .selection import Selection, resolve
 from .workload.redact import shown_env
 
-__all__ = ["Selection", "MatrixOptions", "run_matrix", "list_cells", "build", "base_image", "report", "compare",
+__all__ = ["Selection", "MatrixOptions", "run_matrix", "rescue", "list_cells", "build", "base_image", "report", "compare",
            "publish", "doctor", "clean"]
+
+
+def rescue(cell_id: str, selection: Selection, options: MatrixOptions) -> int:
+    """`invoke rescue CELL`: the matrix run of that one cell (its id exactly, as `invoke list` prints it)
+    with the rescue search on. An id the matrix does not have is bad input, with the closest one."""
+    m, cells = resolve(selection, Progress())
+    ids = [c.id for c in cells]
+    if cell_id not in ids:
+        guess = closest(cell_id, ids)
+        raise HarnessError(f"rescue {cell_id!r}: no such cell in {m.path}. Fix: "
+                           + (f"did you mean {guess}? " if guess else "")
+                           + f"Give a cell id as `invoke list --matrix {m.path}` prints it.")
+    return run_matrix(replace(selection, only=(cell_id,)), replace(options, rescue=True))
 
 
 def list_cells(selection: Selection, as_json: bool = False) -> int:

@@ -47,11 +47,13 @@ def phase_index(phase: str | None) -> int:
 ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, *CONTROL_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
 ERROR_CLASSES: tuple[str, ...] = get_args(ErrorClass)
 
-AttemptKind = Literal["cell", "control"]  # the cell's workload, or the NCCL-only control run for it
+# the cell's workload, the NCCL-only control run for it, or one step of the rescue search (ladder.py)
+AttemptKind = Literal["cell", "control", "rescue"]
 ATTEMPT_KINDS: tuple[AttemptKind, ...] = get_args(AttemptKind)
 ControlWhen = Literal["always", "failing", "never"]  # `--control`: for which cells the control runs
 CONTROL_WHEN: tuple[ControlWhen, ...] = get_args(ControlWhen)
 ControlStatus = Literal["pass", "hang", "fail", "not-run"]  # record.control: what NCCL alone did
+RescueStatus = Literal["rescued", "not-rescued", "not-run"]  # record.rescue: what the rescue search found
 Layer = Literal["nccl", "above-nccl", "unknown"]  # record.layer: where a hang or failure lies
 
 EndedBy = Literal["exited", "stall", "cap", "interrupted", "infra"]  # how the supervisor ended an attempt

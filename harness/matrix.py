@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
+from .ladder import DEFAULT as DEFAULT_LADDER
+from .ladder import Budget, Step
 from .errors import HarnessError, MatrixError
 from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
 from .yamlfile import Ctx, plain
@@ -131,6 +133,35 @@ class Bandwidth(_Strict):
     min_busbw: float | None = Field(None, gt=0, le=1_000_000, strict=True, allow_inf_nan=False)
 
 
+class RescueTimeouts(Timeouts):
+    """Stall thresholds of rescue attempts: shorter than a cell's where a healthy attempt is quick, so a
+    ladder of steps that hang costs minutes, not hours. A healthy GPU attempt stays well inside them: on
+    2x H200 a whole 2-GPU cell takes about 18 s (FIELD-NOTES), NCCL init and DDP's first broadcast a few
+    seconds of that; startup (imports, CUDA init) keeps fingerprint's 120 s and the sweep bandwidth's
+    120 s per size (1 GiB over sockets is about 50 s a size at 2.8 GB/s, and a rescue may force sockets)."""
+
+    init: Seconds = 30
+    prepare: Seconds = 30
+    step: Seconds = 30
+    check: Seconds = 30
+    cell: Seconds = 600
+
+
+class RescueStepDef(_Strict):
+    name: str
+    env: dict[str, str | StrictInt] = Field(min_length=1)
+    why: str = Field(min_length=1)
+
+
+class RescueDef(_Strict):
+    """`rescue:`: the ladder (replacing DEFAULT_LADDER), the budget of one cell's search, its thresholds."""
+
+    steps: list[RescueStepDef] | None = Field(None, min_length=1, max_length=MAX_ENTRIES)
+    attempts: Count = Field(Budget.attempts, ge=1, le=1000)
+    seconds: Seconds = Budget.seconds
+    timeouts: RescueTimeouts = RescueTimeouts()
+
+
 class VariantDef(_Strict):
     env: dict[str, str | StrictInt] = {}
     description: str = ""
@@ -157,6 +188,7 @@ class MatrixFile(_Strict):
     timeouts: Timeouts = Timeouts()
     bandwidth: Bandwidth = Bandwidth()
     ranks: Annotated[Count, AfterValidator(_ranks)] = Field(2, description="ranks of a CPU cell")
+    rescue: RescueDef = RescueDef()
 
 
 # ---------------------------------------------------------------- values the rest of the harness uses
@@ -235,6 +267,9 @@ class Matrix:
     bandwidth_trials: int = 5
     min_busbw: float | None = None
     ranks: int = 2
+    ladder: tuple[Step, ...] = DEFAULT_LADDER  # the rescue search's steps (`rescue.steps`)
+    rescue_budget: Budget = Budget()
+    rescue_timeouts: Timeouts = RescueTimeouts()
 
     @property
     def runnable(self) -> tuple[Cell, ...]:
@@ -295,7 +330,7 @@ def _not_a_number(value: Any, whole: bool) -> tuple[str, str]:
     return f"is {yamlfile.short(value)}; {what} is expected.", "write a number."
 
 
-_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "finite_number")
+_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "too_short", "finite_number")
 
 
 def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
@@ -394,6 +429,29 @@ def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
         raise ctx.error(("stacks",), "defines no stack.", "give `stacks.matrix` axes or `stacks.include` entries.")
 
 
+def _env_names(env: typing.Iterable[str], loc: tuple, ctx: Ctx) -> None:
+    for var in env:
+        if not _ENV_RE.match(var):
+            raise ctx.error(loc + ("env", var), f"`{plain(var)}` is not an environment variable name.", "use letters, digits and '_'.")
+
+
+def _ladder(spec: MatrixFile, ctx: Ctx) -> tuple[Step, ...]:
+    """`rescue.steps` as the ladder (each named like a variant, with its variables and why), else the default."""
+    if spec.rescue.steps is None:
+        return DEFAULT_LADDER
+    steps: dict[str, Step] = {}
+    for i, sdef in enumerate(spec.rescue.steps):
+        loc = ("rescue", "steps", i)
+        if not _VARIANT_RE.match(sdef.name):
+            raise ctx.error(loc + ("name",), f"step name `{plain(sdef.name)}` is not usable in a record.",
+                            "use lower-case letters, digits and '-'.")
+        if sdef.name in steps:
+            raise ctx.error(loc + ("name",), f"step `{plain(sdef.name)}` is defined twice.", "give every step its own name.")
+        _env_names(sdef.env, loc, ctx)
+        steps[sdef.name] = Step(sdef.name, tuple(sorted((k, str(v)) for k, v in sdef.env.items())), sdef.why)
+    return tuple(steps.values())
+
+
 def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
     defined = {
         name: Variant(name, tuple(sorted(env.items())), BUILTIN_DESCRIPTIONS[name]) for name, env in BUILTIN_VARIANTS.items()
@@ -402,9 +460,7 @@ def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
         loc = ("define", "variants", name)
         if not _VARIANT_RE.match(name):
             raise ctx.error(loc, f"variant name `{plain(name)}` is not usable in cell ids.", "use lower-case letters, digits and '-'.")
-        for var in vdef.env:
-            if not _ENV_RE.match(var):
-                raise ctx.error(loc + ("env", var), f"`{plain(var)}` is not an environment variable name.", "use letters, digits and '_'.")
+        _env_names(vdef.env, loc, ctx)
         env = tuple(sorted((k, str(v)) for k, v in vdef.env.items()))
         defined[name] = Variant(name, env, vdef.description)
     used = {}
@@ -525,6 +581,9 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
         bandwidth_trials=spec.bandwidth.trials,
         min_busbw=spec.bandwidth.min_busbw,
         ranks=spec.ranks,
+        ladder=_ladder(spec, ctx),
+        rescue_budget=Budget(spec.rescue.attempts, spec.rescue.seconds),
+        rescue_timeouts=spec.rescue.timeouts,
     )
 
 

@@ -44,6 +44,7 @@ class MatrixOptions:
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
     control: ControlWhen = "failing"  # --control: for which cells the NCCL-only control runs
+    rescue: bool = False  # --rescue (and `invoke rescue`): the rescue search after a hang or failure
 
 
 def checked_build_options(options: images.BuildOptions, jobs: int) -> images.BuildOptions:
@@ -115,7 +116,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
         gpus = check_gpus("all")
     run_id = _run_id(opts)
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
-                              opts.extra_env, opts.control)
+                              opts.extra_env, opts.control, opts.rescue)
     if opts.dry_run:
         return _dry_run(m, runnable, engine, ropts, opts.build, progress)
     run = results.run_dir(opts.results, run_id)
@@ -278,4 +279,17 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
             control = runner.spec_for(cell, m, engine, cell_opts, tags.get(cell.stack.id, ""), 2,
                                       out.with_name("attempt-2"), "control")
             print(f"# {cell.id}: the NCCL-only control, after the cell's last attempt\n{engine.equivalent(control)}")
+        if ropts.rescue:
+            print(rescue_lines(cell, m, cell_opts))
     return EXIT_OK
+
+
+def rescue_lines(cell: Cell, m: Matrix, ropts: runner.RunOptions) -> str:
+    """What the rescue search would try for the cell after a hang or failure, in order, within its budget."""
+    steps = runner.rescue_plan(cell, m, ropts)
+    if isinstance(steps, str):
+        return f"# {cell.id}: no rescue search: {steps}"
+    budget = m.rescue_budget
+    head = (f"# {cell.id}: the rescue search, after a hang or failure: up to {len(steps)} attempt(s) within "
+            f"{budget.seconds:g} s, stopping at the first pass")
+    return "\n".join([head] + [f"#   {n}. {step.name}: {step.assignments()}" for n, step in enumerate(steps, 1)])

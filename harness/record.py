@@ -10,7 +10,8 @@ record.json (schema 1; `CellRecord.to_json` writes exactly this layout, `results
      "env":      {the variant's NCCL variables},
      "outcome":  {status, reason, seconds, phase, error_class, detail},
      "image":    {tag, id} or null (the image it ran in, docker engine),
-     "attempts": [{"attempt": n, "outcome": {...}, "raw": RawAttempt, "command": [argv...]}]}
+     "attempts": [{"attempt": n, "outcome": {...}, "raw": RawAttempt, "command": [argv...],
+                   "step": {name, env, why} (rescue attempts only: the ladder step it ran with)}]}
 
 `from_json` reads older and partial records (a missing field is None or empty) and raises RecordError
 for JSON of the wrong shape (a field of the wrong type, an unknown status), which results.load_run
@@ -28,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
+from .ladder import Step
 from .workload.redact import shown_env
 from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
                     LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES,
                     WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, Layer,
-                    NcclVia, Phase, Status, WorkloadPhase)
+                    NcclVia, Phase, RescueStatus, Status, WorkloadPhase)
 
 # Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
 _LAUNCHER_PREFIXES = ("ACCELERATE_", "TORCHELASTIC_")
@@ -156,27 +158,53 @@ class ImageRef:
         return cls(_field(data, "tag", str, where), _field(data, "id", str, where))
 
 
+def step_json(step: Step) -> dict[str, Any]:
+    return {"name": step.name, "env": dict(step.env), "why": step.why}
+
+
+def step_of(data: Any, where: str) -> Step:
+    """A recorded ladder step, read strictly: a name, an object of string values, a why."""
+    facts = _Facts(data, where)
+    name = facts.str("name")
+    if name is None:
+        raise RecordError(f"{_at(where, 'name')} should be a step name, not {_shown(facts.data.get('name'))}")
+    env = facts.obj("env")
+    return Step(name, tuple(sorted((k, env.text(k) or "") for k in env.data)), facts.text("why") or "")
+
+
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One attempt of a cell as recorded: its number, its outcome, the raw attempt, the exact command."""
+    """One attempt of a cell as recorded: its number, its outcome, the raw attempt, the exact command,
+    and for a rescue attempt the ladder step it ran with (its variables added to the cell's)."""
 
     attempt: int | None
     outcome: Outcome | None
     raw: RawAttempt
     command: tuple[str, ...] = ()
+    step: Step | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "outcome": self.outcome.to_json() if self.outcome else None,
+        data = {"attempt": self.attempt, "outcome": self.outcome.to_json() if self.outcome else None,
                 "raw": self.raw.to_json(), "command": list(self.command)}
+        return data | ({"step": step_json(self.step)} if self.step else {})  # other attempts as before the rescue
 
     @classmethod
     def from_json(cls, data: Any, where: str = "attempt") -> AttemptRecord:
         data = _object(data, where)
         outcome = data.get("outcome")
+        step = data.get("step")
         command = _Facts(data, where).strs("command")  # strict: every argument a string
         return cls(_field(data, "attempt", int, where),
                    None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
-                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), command)
+                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), command,
+                   None if step is None else step_of(step, _at(where, "step")))
+
+    @property
+    def busbw(self) -> tuple[int, float] | None:
+        """(bytes, median busbw GB/s) at the largest size this attempt measured; None without one."""
+        rows = [r for r in self.raw.bandwidth_rows if r.busbw_gbs]
+        largest = max(rows, key=lambda r: r.bytes) if rows else None
+        return (largest.bytes, largest.busbw_gbs) if largest else None
 
 
 # ---------------------------------------------------------------- the NCCL-only control
@@ -211,10 +239,8 @@ class Control:
                        else "not run (--control never, or a run from before the control)")
         out = attempt.outcome
         status = _CONTROL_STATUS.get(out.status, "not-run")
-        rows = [r for r in attempt.raw.bandwidth_rows if r.busbw_gbs]
-        largest = max(rows, key=lambda r: r.bytes) if rows else None
         return cls(status, out.reason, out.phase, out.error_class, str(out.detail.get("key_line") or ""),
-                   (largest.bytes, largest.busbw_gbs) if largest else None)
+                   attempt.busbw)
 
 
 def layer(cell_status: Status | None, control: Control) -> Layer:
@@ -224,6 +250,43 @@ def layer(cell_status: Status | None, control: Control) -> Layer:
     if cell_status not in ("hang", "fail") or not control.could_run:
         return "unknown"
     return "above-nccl" if control.status == "pass" else "nccl"
+
+
+# ---------------------------------------------------------------- the rescue search
+@dataclass(frozen=True)
+class Tried:
+    """One rescue attempt: the step, how it ended, how long it took."""
+
+    step: Step
+    status: Status | None
+    seconds: float
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class Rescue:
+    """What the rescue search (ladder.py, runner) found for a cell: the step that made it pass (the
+    first, so the least costly that was tried) with its busbw, or none, and every step tried. Evidence
+    and advice, never the cell's verdict: a rescued cell still hangs or fails as it is."""
+
+    status: RescueStatus
+    reason: str = ""  # why no search ran
+    step: Step | None = None
+    busbw: tuple[int, float] | None = None  # (bytes, median busbw GB/s) of the rescuing attempt, largest size
+    tried: tuple[Tried, ...] = ()
+
+    @classmethod
+    def of(cls, attempts: Iterable[AttemptRecord], cell: CellFields) -> Rescue:
+        runs = [a for a in attempts if a.raw.kind == "rescue" and a.step is not None]
+        if not runs:
+            return cls("not-run", "not applicable (gloo): NCCL variables do not act on gloo" if cell.is_cpu
+                       else "not run (no --rescue, or a run from before the rescue search)")
+        tried = tuple(Tried(a.step, a.outcome.status if a.outcome else None, a.outcome.seconds if a.outcome else 0.0,
+                            a.attempt) for a in runs if a.step)
+        passed = [a for a in runs if a.outcome and a.outcome.status in MEASURED]
+        if not passed:
+            return cls("not-rescued", tried=tried)
+        return cls("rescued", step=passed[0].step, busbw=passed[0].busbw, tried=tried)
 
 
 # ---------------------------------------------------------------- the cell record
@@ -332,6 +395,11 @@ class CellRecord:
         """What the NCCL-only control run for this cell did (not-run when none ran: gloo, `--control never`)."""
         controls = [a for a in self.attempts if a.raw.kind == "control"]
         return Control.of(controls[-1] if controls else None, self.cell)
+
+    @property
+    def rescue(self) -> Rescue:
+        """What the rescue search found for this cell (not-run when none ran: gloo, no --rescue)."""
+        return Rescue.of(self.attempts, self.cell)
 
     @property
     def layer(self) -> Layer:
@@ -517,5 +585,5 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
            "NcclSummary", "RankError", "RankSummary", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
-           "Control", "layer",
+           "Control", "layer", "Rescue", "Tried", "Step",
            "not_applicable", "build_error", "RunFacts"]

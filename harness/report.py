@@ -123,22 +123,43 @@ def _variables(record: CellRecord) -> str:
     return " ".join(assignment(k, v) for k, v in record.env.items()) or "no variables"
 
 
+def best_passing(cells: dict[str, CellRecord], ref: int | None) -> str | None:
+    """The passing variant of a row with the highest busbw at `ref` (else its largest size); None when none passes."""
+    passing = {v: r for v, r in cells.items() if r.status == "pass"}
+    return max(passing, key=lambda v: (passing[v].bandwidth_at(ref) or BandwidthRow(0)).busbw_gbs) if passing else None
+
+
+def _rescued(cells: dict[str, CellRecord]) -> str | None:
+    """The rescue with the highest busbw among a row's failing cells, as advice; None when none was rescued."""
+    found = [(r.rescue, v, r) for v, r in cells.items() if r.rescue.status == "rescued" and r.rescue.step]
+    if not found:
+        return None
+    rescue, variant, record = max(found, key=lambda f: f[0].busbw[1] if f[0].busbw else 0.0)
+    assert rescue.step is not None
+    return f"{variant}: set {rescue.step.assignments()} (smallest rescue; {variant}: {record.status})"
+
+
 def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
     """One recommendation per row (variant -> record of one stack and launcher): `default` unless another
     passing variant beats it by more than MIN_GAIN and beyond noise; ties and small gains say so. A
-    default that does not pass gives the best passing variant and the variables to set. gloo rows get
-    none: gloo ignores every NCCL variable, so their variants measure one thing."""
-    passing = {v: r for v, r in cells.items() if r.status == "pass"}
-    if not passing:
-        return "no variant passes"
+    default that does not pass gives the best passing variant and the variables to set, or, when no
+    variant passes, the rescue search's find (the fastest rescued cell's step, on its variant). gloo rows
+    get none: gloo ignores every NCCL variable, so their variants measure one thing."""
+    best = best_passing(cells, ref)
     default = cells.get("default")
+    if best is None:
+        searched = sum(len(r.rescue.tried) for r in cells.values())
+        return _rescued(cells) or "no variant passes" + (f"; no rescue in {searched} attempt(s)" if searched else "")
+    passing = {v: r for v, r in cells.items() if r.status == "pass"}
     if any(r.cell.is_cpu for r in cells.values()):
         return GLOO_NOTE + ("" if default is None or default.status == "pass" else f" (default: {default.status or 'missing'})")
     if "default" not in passing:
-        best = max(passing, key=lambda v: (passing[v].bandwidth_at(ref) or BandwidthRow(0)).busbw_gbs)
         if default is None:  # nothing to beat: name the variant and its variables, advise nothing
             return f"{best} ({_variables(passing[best])}; default not run)"
-        return f"{best}: set {_variables(passing[best])} (default: {default.status or 'missing'})"
+        text = f"{best}: set {_variables(passing[best])} (default: {default.status or 'missing'})"
+        if default.rescue.step is not None:  # the smallest change to default that the search found, beside it
+            text += f"; or on default {default.rescue.step.assignments()} (smallest rescue)"
+        return text
     base = default.bandwidth_at(ref)
     if base is None:
         return "default"  # passes; one rank moves no data, so there is nothing to compare
@@ -170,7 +191,8 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
     flags = run.engine_flags or (("--engine", "host") if record.cell.is_host else ())
     engine = "".join(f" {shlex.quote(f)}" for f in flags)
     gpu_flag = f" --gpus {','.join(run.gpus)}" if run.gpus and not record.cell.is_cpu else ""
-    return f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag} --only '{record.id}'"
+    rescue = " --rescue" if record.rescue.status != "not-run" else ""
+    return f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag}{rescue} --only '{record.id}'"
 
 
 def _header(data: RunData) -> list[str]:
@@ -269,7 +291,8 @@ def render(data: RunData) -> str:
             lines.append(f"- {head}. {esc(hint.explanation)}{fix} [{esc(hint.link)}]({esc(hint.link)})")
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
-        lines += _detail(cell_id, data.records[cell_id], data.facts)
+        record = data.records[cell_id]
+        lines += _detail(cell_id, record, data.facts, rows.get(record.row_key, {}), ref)
     return "\n".join(lines) + "\n"
 
 
@@ -301,6 +324,31 @@ def control_text(record: CellRecord) -> str | None:
     return text
 
 
+def rescue_text(record: CellRecord, cells: dict[str, CellRecord], ref: int | None) -> str | None:
+    """What the rescue search found for a cell that hung or failed: `smallest rescue: NCCL_P2P_DISABLE=1
+    (step p2p-off, attempt 3; busbw 27.1 GB/s at 1 GiB, 8% of the best passing variant, default)`, or
+    `no rescue in 3 attempt(s): tried a (hang), b (hang), c (fail)`, or why none ran; None for a cell
+    that did not hang or fail and had no search. `cells`: the cell's row, for the best passing variant."""
+    rescue = record.rescue
+    if rescue.status == "not-run":
+        return rescue.reason if record.status in ("hang", "fail") else None
+    if rescue.status == "not-rescued":
+        tried = ", ".join(f"{t.step.name} ({t.status or '?'})" for t in rescue.tried)
+        return f"no rescue in {len(rescue.tried)} attempt(s): tried {tried}"
+    assert rescue.step is not None
+    where = next((f"attempt {t.attempt}" for t in rescue.tried if t.step == rescue.step and t.attempt), "")
+    text = f"smallest rescue: {rescue.step.assignments()} (step {rescue.step.name}{', ' + where if where else ''}"
+    if rescue.busbw is None:
+        return text + ")"
+    nbytes, busbw = rescue.busbw
+    text += f"; busbw {gbs(busbw)} GB/s at {size_label(nbytes)}"
+    best = best_passing(cells, nbytes)
+    row = cells[best].bandwidth_at(nbytes) if best else None
+    if row is None or row.bytes != nbytes or not row.busbw_gbs:
+        return text + ", no passing variant to compare with)"
+    return text + f", {busbw / row.busbw_gbs:.0%} of the best passing variant, {best})"
+
+
 def _origins(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
@@ -320,7 +368,8 @@ def _nodes(record: CellRecord) -> str | None:
     return text + (f"; between nodes: {'+'.join(net)}" if len(nodes) > 1 and net else "")
 
 
-def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
+def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, CellRecord] | None = None,
+            ref: int | None = None) -> list[str]:
     lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
     fp = record.fingerprint
@@ -335,6 +384,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts) -> list[str]:
              ("nodes", _nodes(record)),
              ("attempts", str(record.attempt_count)),
              ("NCCL alone", control_text(record)),
+             ("rescue search", rescue_text(record, row or {}, ref)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
     timings = record.phase_timings

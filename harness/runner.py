@@ -4,16 +4,19 @@ comparable), with retries of hangs and infra errors, and record each cell as soo
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import launch, outcome, results, supervise
+from . import launch, ladder, outcome, results, supervise
 from .engines.base import CellSpec, Engine
-from .kinds import AttemptKind, ControlWhen
+from .kinds import MEASURED, AttemptKind, ControlWhen
 from .matrix import Cell, Matrix
 from .record import RETRYABLE, AttemptRecord, CellRecord, ImageRef, Outcome
+from .workload.cli import FAULT_ENV
+from .workload.redact import shown_env
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class RunOptions:
     extra_args: tuple[str, ...] = ()  # passed to the workload (tests only)
     extra_env: tuple[tuple[str, str], ...] = ()
     control: ControlWhen = "failing"  # `--control`: for which cells the NCCL-only control runs
+    rescue: bool = False  # `--rescue`: the rescue search after a cell hangs or fails
 
 
 def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path,
@@ -52,6 +56,28 @@ def control_due(cell: Cell, result: Outcome, when: ControlWhen) -> bool:
     return when == "always" or (result.status in ("hang", "fail") and not cell.stack.is_cpu)
 
 
+def cell_env(cell: Cell, opts: RunOptions) -> dict[str, str]:
+    """The variables the harness sets for the cell's ranks: its variant's (and the tests' extra ones)."""
+    return {**cell.variant.env_dict, **dict(opts.extra_env)}
+
+
+def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions) -> tuple[ladder.Step, ...] | str:
+    """The steps the rescue search would try for the cell, in order and within the attempt budget; or
+    why there is no search: gloo ignores every NCCL variable, so a CPU cell has nothing to rescue, unless
+    its own environment turns the test faults on (HARNESS_TEST_FAULTS=1: then the variables act on a test
+    fault, workload/cli.py HANG_UNLESS_ENV, which is how the search is tested on CPU)."""
+    env = cell_env(cell, opts)
+    if cell.stack.is_cpu and env.get(FAULT_ENV) != "1":
+        return "not applicable (gloo): NCCL variables do not act on gloo"
+    return ladder.plan(m.ladder, env, m.rescue_budget)
+
+
+def with_step(cell: Cell, step: ladder.Step) -> Cell:
+    """The cell with the step's variables added to its variant's (same id: the attempt is the cell's)."""
+    env = {**cell.variant.env_dict, **dict(step.env)}
+    return replace(cell, variant=replace(cell.variant, env=tuple(sorted(env.items()))))
+
+
 def run_cell(
     engine: Engine,
     cell: Cell,
@@ -76,15 +102,41 @@ def run_cell(
         # on_start is the caller's hold on the cell's own ranks (tests and benchmarks signal them): not the control's
         attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, "control", on_event,
                                  lambda running: None))
+    if opts.rescue and result.status in ("hang", "fail"):
+        attempts += _rescue(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, on_event)
     record = CellRecord.of(cell, result, attempts, image_info)
     results.save_record(opts.results, opts.run_id, record)
     return record
 
 
+def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, first: int,
+            on_event: Callable[[int, dict], None]) -> list[AttemptRecord]:
+    """The rescue search: one supervised attempt per planned step (attempt-N, kind rescue, the step's
+    variables added to the cell's, the rescue thresholds), until one passes, the plan ends or the time
+    budget is spent (the last attempt's hard cap is cut to what is left of it)."""
+    steps = rescue_plan(cell, m, opts)
+    if isinstance(steps, str):
+        return []
+    started, done = time.monotonic(), []
+    for n, step in enumerate(steps):
+        left = m.rescue_budget.seconds - (time.monotonic() - started)
+        if left <= 0:
+            break
+        timeouts = m.rescue_timeouts.model_copy(update={"cell": min(m.rescue_timeouts.cell, left)})
+        attempt = _attempt(engine, with_step(cell, step), replace(m, timeouts=timeouts), opts, image, cell_dir,
+                           first + n, "rescue", on_event, lambda running: None)
+        shown = ladder.Step(step.name, tuple(sorted(shown_env(dict(step.env)).items())), step.why)  # as may be written down
+        done.append(replace(attempt, step=shown))
+        assert attempt.outcome is not None
+        if attempt.outcome.status in MEASURED or attempt.outcome.status == "interrupted":
+            break
+    return done
+
+
 def _attempt(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, attempt: int,
              kind: AttemptKind, on_event: Callable[[int, dict], None], on_start: Callable) -> AttemptRecord:
-    """One supervised attempt in cell_dir/attempt-N, classified (the control without a bandwidth floor:
-    its busbw is a reference, not a verdict)."""
+    """One supervised attempt in cell_dir/attempt-N, classified (the control and rescue attempts without a
+    bandwidth floor: their busbw is a reference, not a verdict)."""
     out = cell_dir / f"attempt-{attempt}"
     if out.exists():  # a rerun into the same run replaces the attempt; stale events would mislead
         shutil.rmtree(out)

@@ -110,49 +110,84 @@ def _slurm(nodes, partition, account, time, slurm_arg):
     return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()))
 
 
+RUN_HELP = {
+    **BUILD_HELP,
+    "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
+    "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
+    "engine": "docker, host or slurm (default: docker when reachable, else host)",
+    **SLURM_HELP,
+    "ranks": "ranks of a CPU cell (default: the matrix file's)",
+    "retries": "re-run hang and infra-error cells up to N times (default 0)",
+    "control": "run the NCCL-only control (a torch-free all-reduce through the cell's libnccl) as an extra attempt: "
+               "`failing` (default) after an NCCL cell hangs or fails, `always` after every cell (gloo ones too: "
+               "there it reports nccl-not-found or cuda-not-found, it needs libnccl and a GPU), `never`",
+    "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
+    "jobs": "images built in parallel (default 1; cells always run one at a time)",
+    "dry_run": "print what would be built and each cell's docker run line (slurm: batch script and sbatch line), and "
+               "with --rescue the ladder the search would try; run nothing",
+    "verbose": VERBOSE_HELP,
+}
+RESCUE_HELP = ("after a cell hangs or fails, try the rescue ladder (matrix.yaml `rescue:`, default harness/ladder.py): "
+               "NCCL changes least costly first, singles then pairs, each a supervised attempt, until one passes or "
+               "the budget is spent")
+
+
+def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg, gpus, ranks, retries, control,
+                rescue, resume, timeout, jobs, dry_run, json, rebuild, wheelhouse, ca_bundle, results, run_id, verbose,
+                cell=None):
+    """`matrix` and `rescue`: their flags as MatrixOptions, then the run (`rescue`: of one cell by its id)."""
+    def run() -> int:
+        options = _commands().MatrixOptions(
+            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            retries=_number("--retries", retries, int, "1"), control=control, rescue=rescue, resume=resume,
+            timeouts=tuple(timeout or ()), jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
+            results=_results(results), run_id=run_id,
+            build=_build_options(rebuild, wheelhouse, ca_bundle), verbose=verbose,
+        )
+        if cell is not None:
+            return _commands().rescue(cell, selection, options)
+        return _commands().run_matrix(selection, options)
+
+    _exit(guarded(run))
+
+
 @task(
     iterable=["only", "exclude", "timeout", "slurm_arg"],
     help={
         **SELECT_HELP,
-        **BUILD_HELP,
+        **RUN_HELP,
         "list": "print the expanded cells (n/a ones with their reason) and stop",
-        "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
-        "gpus": "`all` or GPU indexes like 0,1 (default: all GPUs for GPU cells)",
-        "engine": "docker, host or slurm (default: docker when reachable, else host)",
-        **SLURM_HELP,
-        "ranks": "ranks of a CPU cell (default: the matrix file's)",
-        "retries": "re-run hang and infra-error cells up to N times (default 0)",
-        "control": "run the NCCL-only control (a torch-free all-reduce through the cell's libnccl) as an extra attempt: "
-                   "`failing` (default) after an NCCL cell hangs or fails, `always` after every cell (gloo ones too: "
-                   "there it reports nccl-not-found or cuda-not-found, it needs libnccl and a GPU), `never`",
         "resume": "continue a run (--run-id, default the latest): skip cells already recorded",
-        "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
-        "jobs": "images built in parallel (default 1; cells always run one at a time)",
-        "dry_run": "print what would be built and each cell's docker run line (slurm: batch script and sbatch line); run nothing",
-        "verbose": VERBOSE_HELP,
+        "rescue": RESCUE_HELP,
     },
 )
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
-           retries="0", control="failing", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
-           results=None, run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None,
-           slurm_arg=None):
+           retries="0", control="failing", rescue=False, resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False,
+           wheelhouse=None, ca_bundle=None, results=None, run_id=None, verbose=False, nodes=None, partition=None,
+           account=None, time=None, slurm_arg=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
         _exit(guarded(lambda: _commands().list_cells(selection, as_json=json)))
         return
+    _run_matrix(selection, engine=engine, nodes=nodes, partition=partition, account=account, time=time,
+                slurm_arg=slurm_arg, gpus=gpus, ranks=ranks, retries=retries, control=control, rescue=rescue,
+                resume=resume, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
+                wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose)
 
-    def run() -> int:
-        options = _commands().MatrixOptions(
-            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
-            retries=_number("--retries", retries, int, "1"), control=control, resume=resume, timeouts=tuple(timeout or ()),
-            jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
-            results=_results(results), run_id=run_id,
-            build=_build_options(rebuild, wheelhouse, ca_bundle), verbose=verbose,
-        )
-        return _commands().run_matrix(selection, options)
 
-    _exit(guarded(run))
+@task(
+    iterable=["timeout", "slurm_arg"],
+    help={"cell": "the cell id, as `invoke list` prints it and --only takes it", "matrix": SELECT_HELP["matrix"], **RUN_HELP},
+)
+def rescue(c, cell, matrix=None, json=False, gpus=None, engine=None, ranks=None, retries="0", control="failing",
+           timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None, results=None,
+           run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None, slurm_arg=None):
+    """Run one cell and, when it hangs or fails, the rescue search: the smallest NCCL change that makes it pass."""
+    _run_matrix(_selection(matrix, (), ()), engine=engine, nodes=nodes, partition=partition, account=account,
+                time=time, slurm_arg=slurm_arg, gpus=gpus, ranks=ranks, retries=retries, control=control, rescue=True,
+                resume=False, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
+                wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose, cell=cell)
 
 
 @task(name="list", iterable=["only", "exclude"], help={**SELECT_HELP, "json": "machine-readable"})

@@ -83,6 +83,12 @@ CASES = [
     (["matrix", "--exclude", "torhc=2.5"], ["--exclude 'torhc=2.5'", "did you mean `torch`?"]),
     (["matrix", "--ca-bundle", "/nonexistent.pem"], ["--ca-bundle /nonexistent.pem"]),
     (["matrix", "--matrix", "nope.yaml"], ["nope.yaml: no such matrix file"]),
+    # the rescue search: a cell id the matrix does not have, none at all, a typo in its switch
+    (["rescue", "cpu-torch2.13.0-acc1.15.0+defualt", "--matrix", "matrix-cpu.yaml", "--dry-run"],
+     ["rescue 'cpu-torch2.13.0-acc1.15.0+defualt'", "did you mean cpu-torch2.13.0-acc1.15.0+default?"]),
+    (["rescue"], ["`rescue` needs CELL", "rescue CELL"]),
+    (["rescue", "x", "--retries", "two"], ["--retries 'two'"]),
+    (["matrix", "--rescu"], ["--rescu", "did you mean --rescue?"]),
 ]
 
 

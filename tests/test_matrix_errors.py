@@ -68,6 +68,21 @@ CASES = {
         10,
         ['quote it: "1.5"'],
     ),
+    "rescue step without why": (
+        GOOD + "rescue:\n  steps:\n    - {name: ring, env: {NCCL_ALGO: Ring}}\n", "rescue.steps[0].why", 10,
+        ["is required but missing"]),
+    "rescue step named twice": (
+        GOOD + "rescue:\n  steps:\n    - {name: a, env: {NCCL_ALGO: Ring}, why: x}\n"
+               "    - {name: a, env: {NCCL_PROTO: Simple}, why: y}\n", "rescue.steps[1].name", 11, ["defined twice"]),
+    "rescue step without variables": (
+        GOOD + "rescue:\n  steps:\n    - {name: a, env: {}, why: x}\n", "rescue.steps[0].env", 10, ["at least 1"]),
+    "rescue variable name": (
+        GOOD + "rescue:\n  steps:\n    - {name: a, env: {NCCL-ALGO: Ring}, why: x}\n", "rescue.steps[0].env.NCCL-ALGO",
+        10, ["not an environment variable name"]),
+    "rescue attempts a string": (GOOD + 'rescue:\n  attempts: "3"\n', "rescue.attempts", 9, ["a whole number"]),
+    "rescue seconds negative": (GOOD + "rescue:\n  seconds: -1\n", "rescue.seconds", 9, ["not a usable timeout"]),
+    "rescue threshold typo": (GOOD + "rescue:\n  timeouts: {prepar: 5}\n", "rescue.timeouts.prepar", 9,
+                              ["did you mean `prepare`"]),
 }
 
 

@@ -5,10 +5,15 @@ import argparse
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
 FAULT_ENV = "HARNESS_TEST_FAULTS"
+# TEST ONLY (needs FAULT_ENV=1): "VAR=value" makes every rank hang in HANG_PHASE unless VAR has that
+# value, a fault an NCCL variable cures, for the rescue search's tests on CPU: no real fault there is
+# cured by an NCCL variable (gloo ignores them all). Set through a matrix variant's env.
+HANG_UNLESS_ENV = "HARNESS_TEST_HANG_UNLESS"
+HANG_PHASE = "prepare"  # where the seed hang is (DDP's first broadcast)
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -88,6 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _hang_unless(parser: argparse.ArgumentParser, env) -> Optional[Tuple[str, str]]:
+    """HANG_UNLESS_ENV as (VAR, value), None when unset; refused (exit 2) without FAULT_ENV=1 or malformed."""
+    text = env.get(HANG_UNLESS_ENV)
+    if text is None:
+        return None
+    if env.get(FAULT_ENV) != "1":
+        parser.error("%s is a test-only switch and acts only with %s=1 in the environment; refusing to run"
+                     % (HANG_UNLESS_ENV, FAULT_ENV))
+    var, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+        parser.error("%s=%r: expected VAR=value" % (HANG_UNLESS_ENV, text))
+    return var, value
+
+
 def parse_args(argv: Optional[Sequence[str]] = None,
                environ: Optional[Dict[str, str]] = None) -> argparse.Namespace:
     """Parse and validate; errors exit 2 through argparse, before anything else happens."""
@@ -98,6 +117,7 @@ def parse_args(argv: Optional[Sequence[str]] = None,
         if value is not None and env.get(FAULT_ENV) != "1":
             parser.error("%s is a test-only switch and acts only with %s=1 in the "
                          "environment; refusing to run" % (flag, FAULT_ENV))
+    args.hang_unless = _hang_unless(parser, env)
     if args.iters < 1:
         parser.error("--iters must be >= 1")
     if args.warmup < 0:

@@ -175,6 +175,8 @@ class Runner:
         try:
             if self.args.hold_at == name:
                 wait_for_release(self.args.out)
+            if name == cli.HANG_PHASE and self.args.hang_unless:
+                hang_unless(*self.args.hang_unless)
             if self.args.fail_in == name:
                 raise RuntimeError("injected test fault at the start of phase %r "
                                    "(--fail-in with %s=1)" % (name, cli.FAULT_ENV))
@@ -244,6 +246,13 @@ def wait_for_release(out_dir: str) -> None:
     release = os.path.join(out_dir, "release")
     while not os.path.exists(release):
         time.sleep(0.02)
+
+
+def hang_unless(var: str, value: str) -> None:
+    """Test-only fault (HARNESS_TEST_HANG_UNLESS with HARNESS_TEST_FAULTS=1): wait forever, as a rank
+    stuck in a collective does (its heartbeats go on), unless `var` has `value`."""
+    while os.environ.get(var) != value:
+        time.sleep(1.0)
 
 
 def try_teardown(grace_s: float) -> str:

@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-timeout", type=float, default=60.0,
                    help="seconds a rank waits for rank 0's unique id")
     p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat interval in seconds")
-    p.set_defaults(hold_at=None, fail_in=None)  # main.Runner's test switches: the control has none
+    p.set_defaults(hold_at=None, fail_in=None, hang_unless=None)  # main.Runner's test switches: the control has none
     return p
 
 
