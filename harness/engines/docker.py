@@ -332,8 +332,11 @@ class DockerEngine:
             self.remove_image(image.id)
         return len(built)
 
-    def leftovers(self, label_filter: str = LABEL) -> list[str]:
-        """Names of containers (running or not) that carry the harness label."""
+    def leftovers(self, label_filter: str = f"{LABEL}=cell") -> list[str]:
+        """Names of the harness's cell containers (running or not), or of those `label_filter` selects.
+        Cells only by default: containers inherit their image's labels, so the two-node Slurm's containers
+        (scripts/slurm-cluster.sh, built on the base image: io.nccl-harness=base) matched the bare key
+        and read as cells a test had left behind."""
         return [name for name, _ in self.labelled(label_filter)]
 
     def labelled(self, label_filter: str = LABEL) -> list[tuple[str, dict[str, str]]]:
