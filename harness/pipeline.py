@@ -280,13 +280,13 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
                                       out.with_name("attempt-2"), "control")
             print(f"# {cell.id}: the NCCL-only control, after the cell's last attempt\n{engine.equivalent(control)}")
         if ropts.rescue:
-            print(rescue_lines(cell, m, cell_opts))
+            print(rescue_lines(cell, m, cell_opts, engine.inherited_env(tags.get(cell.stack.id, ""))))
     return EXIT_OK
 
 
-def rescue_lines(cell: Cell, m: Matrix, ropts: runner.RunOptions) -> str:
+def rescue_lines(cell: Cell, m: Matrix, ropts: runner.RunOptions, inherited: dict[str, str]) -> str:
     """What the rescue search would try for the cell after a hang or failure, in order, within its budget."""
-    steps = runner.rescue_plan(cell, m, ropts)
+    steps = runner.rescue_plan(cell, m, ropts, inherited)
     if isinstance(steps, str):
         return f"# {cell.id}: no rescue search: {steps}"
     budget = m.rescue_budget

@@ -61,15 +61,19 @@ def cell_env(cell: Cell, opts: RunOptions) -> dict[str, str]:
     return {**cell.variant.env_dict, **dict(opts.extra_env)}
 
 
-def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions) -> tuple[ladder.Step, ...] | str:
+def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions,
+                inherited: Mapping[str, str] | None = None) -> tuple[ladder.Step, ...] | str:
     """The steps the rescue search would try for the cell, in order and within the attempt budget; or
     why there is no search: gloo ignores every NCCL variable, so a CPU cell has nothing to rescue, unless
     its own environment turns the test faults on (HARNESS_TEST_FAULTS=1: then the variables act on a test
-    fault, workload/cli.py HANG_UNLESS_ENV, which is how the search is tested on CPU)."""
+    fault, workload/cli.py HANG_UNLESS_ENV, which is how the search is tested on CPU).
+    A change the ranks already have is skipped, whether the cell's variant sets it or the environment
+    they inherit (the engine's inherited_env: the image's, or the host's). Seen on 2x H200: the site sets
+    NCCL_NVLS_ENABLE=0, and the plan's first step was nvls-off, an attempt that could change nothing."""
     env = cell_env(cell, opts)
     if cell.stack.is_cpu and env.get(FAULT_ENV) != "1":
         return "not applicable (gloo): NCCL variables do not act on gloo"
-    return ladder.plan(m.ladder, env, m.rescue_budget)
+    return ladder.plan(m.ladder, {**(inherited or {}), **env}, m.rescue_budget)
 
 
 def with_step(cell: Cell, step: ladder.Step) -> Cell:
@@ -114,7 +118,7 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
     """The rescue search: one supervised attempt per planned step (attempt-N, kind rescue, the step's
     variables added to the cell's, the rescue thresholds), until one passes, the plan ends or the time
     budget is spent (the last attempt's hard cap is cut to what is left of it)."""
-    steps = rescue_plan(cell, m, opts)
+    steps = rescue_plan(cell, m, opts, engine.inherited_env(image))
     if isinstance(steps, str):
         return []
     started, done = time.monotonic(), []

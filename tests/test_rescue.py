@@ -86,6 +86,19 @@ def test_a_gloo_cell_has_no_search_unless_its_own_environment_turns_the_test_fau
                                                           "ring+shm-off"]
 
 
+def test_a_change_the_ranks_inherit_already_is_not_tried():
+    """On 2x H200 the site sets NCCL_NVLS_ENABLE=0 for every process: the plan began with nvls-off, an
+    attempt that could change nothing. What the ranks inherit (the engine's inherited_env) counts as had."""
+    m = matrix.load(REPO / "tests" / "fixtures" / "rescue-cpu.yaml")
+    (stuck,) = m.cells
+    opts = runner.RunOptions("r", Path("/nonexistent"))
+    inherited = {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "WARN"}
+    assert _names(runner.rescue_plan(stuck, m, opts, inherited)) == ["p2p-off", "shm-off", "ib-off", "p2p-off+shm-off",
+                                                                     "p2p-off+ib-off", "shm-off+ib-off"]
+    other = {"NCCL_ALGO": "Tree"}  # inherited with another value: setting Ring is a change
+    assert _names(runner.rescue_plan(stuck, m, opts, other))[0] == "ring"
+
+
 def test_a_step_adds_its_variables_to_the_cell_and_keeps_its_id():
     m = matrix.load(REPO / "tests" / "fixtures" / "rescue-cpu.yaml")
     (stuck,) = m.cells
