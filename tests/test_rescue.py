@@ -243,3 +243,23 @@ def test_the_search_on_the_host_engine(tmp_path):
     assert proc.returncode == 1, proc.stderr[-3000:]
     (cell_id,) = [p.name for p in (tmp_path / "host" / "cells").iterdir()]
     _check_search(tmp_path / "host", cell_id)
+
+
+def test_the_search_stops_when_its_time_budget_is_spent(tmp_path):
+    """Nothing on the ladder cures this fault; with 12 s for the whole search, it ends after what fits
+    (the last attempt's hard cap cut to what is left), not after the 4 planned steps."""
+    pytest.importorskip("torch")
+    text = FIXTURE.read_text().replace('"NCCL_SHM_DISABLE=1"', '"NCCL_NET_GDR_LEVEL=SYS"').replace("seconds: 300", "seconds: 12")
+    (tmp_path / "m.yaml").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--rescue", "--engine", "host", "--matrix",
+                           str(tmp_path / "m.yaml"), "--results", str(tmp_path), "--run-id", "budget"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (record,) = (tmp_path / "budget" / "cells").glob("*/record.json")
+    attempts = json.loads(record.read_text())["attempts"]
+    rescues = [a for a in attempts if a["raw"].get("kind") == "rescue"]
+    assert 1 <= len(rescues) < 4, [(a["step"]["name"], a["outcome"]["status"]) for a in rescues]
+    assert all(a["outcome"]["status"] == "hang" for a in rescues)
+    assert sum(a["outcome"]["seconds"] for a in rescues) < 12 + 5  # a cap is ended within a few seconds
+    report = (tmp_path / "budget" / "report.md").read_text()
+    assert f"no rescue in {len(rescues)} attempt(s): tried ring (hang)" in report
