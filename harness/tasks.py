@@ -206,10 +206,15 @@ def publish(c, run=None, to=None, results=None):
     _exit(guarded(lambda: _commands().publish(run, Path(to), res)))
 
 
-@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm"})
-def doctor(c, gpus=None, engine=None):
-    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
-    _exit(guarded(lambda: _commands().doctor(gpus, engine)))
+@task(iterable=["slurm_arg"], help={
+    "gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm", **SLURM_HELP,
+    "results": "results folder (slurm: checked to be seen by every node; default: results/)"})
+def doctor(c, gpus=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
+           results=None):
+    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them
+    (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
+    _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg),
+                                             _results(results))))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})

@@ -302,3 +302,29 @@ def test_the_dry_run_prints_the_job_script_and_the_sbatch_line(slurm_cluster, tm
     assert "srun --ntasks-per-node=1" in proc.stdout and "--nproc_per_node 2" in proc.stdout
     assert "sbatch --parsable" in proc.stdout and "--nodes=2" in proc.stdout and "--partition=debug" in proc.stdout
     assert not list(tmp_path.iterdir()) and not [j for j in slurm.queued() if "torchrun" in j[1]]  # nothing ran
+
+
+@pytest.mark.parametrize("output, works, said", [
+    ('{"torch": "2.13.0+cpu", "accelerate": "1.15.0", "nccl": null, "gpus": 0, "python": "3.11.7"}\n', True,
+     "python 3.11.7, torch 2.13.0+cpu, accelerate 1.15.0, NCCL - (no GPU), 0 GPU(s)"),
+    ('{"torch": "2.11.0", "accelerate": "1.15.0", "nccl": "2.28.9", "gpus": 8, "python": "3.12.3"}', True,
+     "python 3.12.3, torch 2.11.0, accelerate 1.15.0, NCCL 2.28.9, 8 GPU(s)"),
+    ('{"error": "ModuleNotFoundError: No module named \'torch\'"}', False, "ModuleNotFoundError: No module named 'torch'"),
+    ("bash: /opt/py/bin/python3: No such file or directory\n", False, "bash: /opt/py/bin/python3: No such file or directory"),
+    ("", False, "no output"),
+])
+def test_a_nodes_runtime_answer_is_its_versions_or_what_went_wrong(output, works, said):
+    assert slurm.runtime_answer(output) == (works, said)
+
+
+@pytest.mark.slurm
+def test_doctor_checks_the_shared_folder_and_the_runtime_on_the_node(slurm_cluster, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "doctor", "--engine", "slurm", "--results", str(tmp_path)],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    lines = {line.split()[1]: line for line in proc.stdout.splitlines() if line.startswith(("ok", "FAIL"))}
+    assert lines["shared"].startswith("ok") and "seen by every node" in lines["shared"], proc.stdout
+    assert lines["node"].startswith("ok") and "torch 2.13.0" in lines["node"] and "accelerate" in lines["node"], proc.stdout
+    assert not list(tmp_path.iterdir())  # the probe's files are gone
+    _no_jobs_of("node-probe")

@@ -89,3 +89,27 @@ def test_a_results_folder_the_nodes_do_not_share_stops_the_run_with_exit_4(slurm
     assert "Fix: --results DIR on storage that every node mounts at the same path" in proc.stderr
     assert "Traceback" not in proc.stderr and not list((tmp_path / "t-local").glob("cells/*"))  # no cell ran
     _nothing_left(slurm_nodes, "t-local")
+
+
+def _doctor(cluster, results: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "doctor", "--engine", "slurm", "--nodes", "2", "--results",
+                           str(results)], cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=300)
+
+
+def test_doctor_sees_the_shared_folder_and_the_runtime_from_each_node(slurm_nodes):
+    proc = _doctor(slurm_nodes, slurm_nodes.shared / "doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    n1, n2 = slurm_nodes.nodes
+    assert f"seen by every node ({n1}, {n2})" in proc.stdout, proc.stdout
+    runtime = next(line for line in proc.stdout.splitlines() if "node runtime" in line)
+    assert runtime.startswith("ok") and f"{n1}: python" in runtime and f"{n2}: python" in runtime, runtime
+    _nothing_left(slurm_nodes, "node-probe")
+
+
+def test_doctor_says_a_folder_the_nodes_do_not_see_with_exit_4(slurm_nodes, tmp_path):
+    proc = _doctor(slurm_nodes, tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr[-2000:]
+    shared = next(line for line in proc.stdout.splitlines() if "shared results folder" in line)
+    assert shared.startswith("FAIL") and f"the results folder {tmp_path} is not shared by every node" in shared
+    assert "Traceback" not in proc.stderr
+    _nothing_left(slurm_nodes, "node-probe")

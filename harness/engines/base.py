@@ -79,8 +79,9 @@ class Engine(Protocol):
     def facts(self) -> dict:
         """What run.json records about the engine (name, version, runtimes...)."""
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
-        """Everything this engine needs for a run, for `invoke doctor`."""
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+        """Everything this engine needs for a run, for `invoke doctor` (slurm: `results_dir` is where the
+        nodes' probe job writes, to check that every node sees it)."""
 
     def preflight(self, progress: "Progress") -> None:
         """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""

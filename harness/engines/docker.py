@@ -266,7 +266,7 @@ class DockerEngine:
     def equivalent(self, spec: CellSpec) -> str:
         return container_config(spec).docker_run()
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
         version, info = self.client.version(), self.client.info()
         runtimes = sorted(info.get("Runtimes", {}))
         has_nvidia = "nvidia" in runtimes

@@ -243,7 +243,7 @@ class HostEngine:
     def facts(self) -> dict:
         return {"name": self.name, "python": self.python, "flags": ["--engine", "host"]}
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
         try:
             stack = host_stack(self.python)
         except HarnessError as exc:

@@ -13,6 +13,7 @@ supported (containers on the nodes, forensics on other nodes, pending-reason ver
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -47,6 +48,55 @@ PENDING_LIMIT_S = 900.0
 STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
 CANCEL_WAIT_S = 60.0
 PROBE_S = 120.0  # the shared-folder probe: one `echo` per node, once it runs
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the nodes of a probe job wrote into the results folder: node name -> its output."""
+
+    job_id: str
+    nodelist: str
+    nodes: int
+    seen: dict[str, str]
+
+    @property
+    def shared(self) -> bool:
+        return len(self.seen) >= self.nodes
+
+    def not_shared(self, folder: Path) -> str:
+        return (f"the results folder {folder} is not shared by every node: of the {self.nodes} node(s) of probe job "
+                f"{self.job_id} ({self.nodelist}), {len(self.seen)} wrote into it ({', '.join(self.seen) or 'none'}). "
+                "The ranks write their events there and this host follows them. Fix: --results DIR on storage that "
+                "every node mounts at the same path (NFS, Lustre, GPFS; often /home or /scratch on a cluster).")
+
+
+# Run on a node by the nodes' Python (argv[1]: the workload's run.py): the workload package imports as the
+# ranks import it, then torch and accelerate; one JSON line of versions, or the error.
+RUNTIME_PROBE = """import json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))))
+try:
+    import workload.main, torch, accelerate
+    nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    print(json.dumps({"torch": torch.__version__, "accelerate": accelerate.__version__,
+                      "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,
+                      "gpus": torch.cuda.device_count(), "python": sys.version.split()[0]}))
+except Exception as exc:
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+"""
+
+
+def runtime_answer(text: str) -> tuple[bool, str]:
+    """A node's RUNTIME_PROBE output as (works, what it said in a few words)."""
+    lines = text.strip().splitlines()
+    try:
+        facts = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        facts = {}
+    if not isinstance(facts, dict) or "torch" not in facts:
+        said = facts.get("error") if isinstance(facts, dict) and facts.get("error") else (lines[-1] if lines else "no output")
+        return False, str(said)[:300]
+    return True, (f"python {facts.get('python')}, torch {facts['torch']}, accelerate {facts.get('accelerate')}, "
+                  f"NCCL {facts.get('nccl') or '- (no GPU)'}, {facts.get('gpus', 0)} GPU(s)")
 
 
 @dataclass(frozen=True)
@@ -241,9 +291,15 @@ class SlurmEngine(HostEngine):
         return Check("slurm partition", bool(lines), "; ".join(lines) or f"{name}: not found",
                      "" if lines else "Fix: --partition with one of `sinfo -s`'s partitions.")
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
-        controller = self._controller()
-        return [controller, *([self._partition()] if controller.ok else []), *super().checks(gpus)]
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+        """The controller, then the partition, then (results_dir given, both fine) one probe job for the
+        shared folder and the nodes' runtime; what cannot be asked yet is not asked."""
+        found = [self._controller()]
+        if found[-1].ok:
+            found.append(self._partition())
+        if found[-1].ok and results_dir is not None:
+            found += self._nodes(results_dir)
+        return found
 
     def preflight(self, progress: Progress) -> None:
         for check in (self._controller, self._partition):  # the partition is asked only of a controller that answers
@@ -279,20 +335,21 @@ class SlurmEngine(HostEngine):
         proc.check(submitted, "sbatch", FIX)
         return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token)
 
-    def check_results(self, run: Path, progress: Progress) -> None:
-        """Every node of an allocation like the cells' writes its name into the run folder, through srun,
-        and this host reads the names back: the ranks write their events there and the supervisor follows
-        them from here, so a folder that a node does not see (or sees elsewhere) is an InfraError now,
-        not a cell that 'never started'."""
-        probe = run / f".nodes-{uuid.uuid4().hex[:8]}"
+    def probe(self, folder: Path, command: str) -> Probe:
+        """One job over an allocation like the cells' runs `command` once on every node through srun;
+        each node's output lands in `folder` (on the results storage) under the node's name, and this
+        host reads it back. A node whose file is missing does not see the folder at this path."""
+        probe = folder / f".nodes-{uuid.uuid4().hex[:8]}"
         results.make_dir(probe)
         script = probe / "probe.sh"
-        write = f'echo "$SLURMD_NODENAME" > {shlex.quote(str(probe))}/"$SLURMD_NODENAME"'
+        into = f'{shlex.quote(str(probe))}/"$SLURMD_NODENAME"'
+        # the output is written beside, then renamed: a file present is a node's whole answer
+        write = f"({command}) > {into}.part 2>&1; mv {into}.part {into}"
         results.write_text(script, "\n".join(["#!/bin/bash", "# written by nccl-harness: does every node see the "
-                                              "results folder at this path?",
+                                              "results folder at this path (and what does its runtime say)?",
                                               f"exec srun --ntasks-per-node=1 bash -c {shlex.quote(write)}", ""]))
-        running = self._submit(self._sbatch(job_name(run.name, "shared-folder-probe"), Path(os.devnull), Path("/"),
-                                            script), Path(os.devnull))
+        running = self._submit(self._sbatch(job_name(folder.name, "node-probe"), Path(os.devnull), Path("/"), script),
+                               Path(os.devnull))
         try:
             started(running)
             deadline = time.monotonic() + PROBE_S
@@ -300,17 +357,42 @@ class SlurmEngine(HostEngine):
                 time.sleep(STATE_POLL_S)
         finally:
             running.kill_surely()
-        seen = sorted(p.name for p in probe.iterdir() if p.name != script.name)
-        nodes = (running.state or {}).get("NodeList", "?")
+        seen = {p.name: p.read_text(errors="replace") for p in sorted(probe.iterdir())
+                if p.name != script.name and not p.name.endswith(".part")}
         shutil.rmtree(probe, ignore_errors=True)
-        if len(seen) < self.options.nodes:
-            raise InfraError(
-                f"--engine slurm: the results folder {run} is not shared by every node: of the {self.options.nodes} "
-                f"node(s) of probe job {running.job_id} ({nodes}), {len(seen)} wrote into it "
-                f"({', '.join(seen) or 'none'}). The ranks write their events there and this host follows them. "
-                "Fix: --results DIR on storage that every node mounts at the same path (NFS, Lustre, GPFS; "
-                "often /home or /scratch on a cluster).")
-        progress.say(f"Results folder {run}: seen by every node ({', '.join(seen)})")
+        return Probe(running.job_id, (running.state or {}).get("NodeList", "?"), self.options.nodes, seen)
+
+    def check_results(self, run: Path, progress: Progress) -> None:
+        """Every node of an allocation like the cells' writes its name into the run folder, through srun,
+        and this host reads the names back: the ranks write their events there and the supervisor follows
+        them from here, so a folder that a node does not see (or sees elsewhere) is an InfraError now,
+        not a cell that 'never started'."""
+        found = self.probe(run, 'echo "$SLURMD_NODENAME"')
+        if not found.shared:
+            raise InfraError(f"--engine slurm: {found.not_shared(run)}")
+        progress.say(f"Results folder {run}: seen by every node ({', '.join(found.seen)})")
+
+    def _nodes(self, folder: Path) -> list[Check]:
+        """doctor: the results folder seen from every node, and the nodes' runtime (one probe job)."""
+        try:
+            results.make_dir(folder)
+            found = self.probe(folder, self.runtime_probe())
+        except HarnessError as exc:
+            return [Check("shared results folder", False, str(exc))]
+        shared = Check("shared results folder", found.shared, f"{folder}: seen by every node ({', '.join(found.seen)})"
+                       if found.shared else found.not_shared(folder))
+        answers = {node: runtime_answer(text) for node, text in found.seen.items()}
+        bad = {node: text for node, (ok, text) in answers.items() if not ok}
+        detail = ("; ".join(f"{node}: {text}" for node, (_, text) in answers.items())
+                  or "unknown: no node's answer reached the results folder")
+        return [shared, Check("node runtime", bool(answers) and not bad, detail, "" if answers and not bad else
+                              f"Fix: {self.python} with torch and accelerate on every node, at the same path as "
+                              "this host's (a shared /home or software tree).")]
+
+    def runtime_probe(self) -> str:
+        """A node's shell line that imports the workload's modules with the nodes' Python and prints the
+        versions its ranks would load, as one JSON line (runtime_answer reads it)."""
+        return f"{shlex.quote(self.python)} -c {shlex.quote(RUNTIME_PROBE)} {shlex.quote(self.workload)}"
 
     def equivalent(self, spec: CellSpec) -> str:
         script = spec.out_dir / "job.sh"
