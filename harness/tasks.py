@@ -97,17 +97,21 @@ SLURM_HELP = {
     "account": "slurm engine: the account to charge",
     "time": "slurm engine: each job's time limit (sbatch --time, e.g. 10 or 0:30:00)",
     "slurm_arg": "slurm engine: one more sbatch option, e.g. --slurm-arg=--exclusive; repeatable",
+    "gpus_per_node": "slurm engine, GPU cells: GPUs Slurm gives each node (sbatch --gpus-per-node), one rank on each; "
+                     "ranks = nodes x G (instead of --gpus)",
 }
 
 
-def _slurm(nodes, partition, account, time, slurm_arg):
+def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node):
     """The slurm engine's flags as its options, or None when none was given."""
-    if nodes is None and partition is None and account is None and time is None and not slurm_arg:
+    if (nodes is None and partition is None and account is None and time is None and not slurm_arg
+            and gpus_per_node is None):
         return None
     from .engines.slurm import SlurmOptions
 
     count = _number("--nodes", nodes, int, "2")
-    return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()))
+    return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()),
+                        _number("--gpus-per-node", gpus_per_node, int, "8"))
 
 
 @task(
@@ -135,7 +139,7 @@ def _slurm(nodes, partition, account, time, slurm_arg):
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", control="failing", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
            results=None, run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None,
-           slurm_arg=None):
+           slurm_arg=None, gpus_per_node=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
@@ -144,7 +148,7 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 
     def run() -> int:
         options = _commands().MatrixOptions(
-            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg, gpus_per_node), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), control=control, resume=resume, timeouts=tuple(timeout or ()),
             jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
@@ -210,11 +214,11 @@ def publish(c, run=None, to=None, results=None):
     "gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm", **SLURM_HELP,
     "results": "results folder (slurm: checked to be seen by every node; default: results/)"})
 def doctor(c, gpus=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
-           results=None):
+           gpus_per_node=None, results=None):
     """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them
     (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
-    _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg),
-                                             _results(results))))
+    _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg,
+                                                                               gpus_per_node), _results(results))))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})

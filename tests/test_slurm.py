@@ -328,3 +328,43 @@ def test_doctor_checks_the_shared_folder_and_the_runtime_on_the_node(slurm_clust
     assert lines["node"].startswith("ok") and "torch 2.13.0" in lines["node"] and "accelerate" in lines["node"], proc.stdout
     assert not list(tmp_path.iterdir())  # the probe's files are gone
     _no_jobs_of("node-probe")
+
+
+# ------------------------------------------------------------------------------------ --gpus-per-node
+# No GPU machine here has Slurm: these are the job's words, checked as the nodes' shell would run them.
+GPU = matrix.load(matrix.DEFAULT_GPU_MATRIX)
+
+
+def _gpu_spec(tmp_path: Path, launcher: str) -> tuple[SlurmEngine, object]:
+    from harness import runner
+
+    engine = SlurmEngine(SlurmOptions(nodes=2, gpus_per_node=4, partition="gpu"))
+    cell = next(c for c in GPU.runnable if not c.stack.is_cpu and c.launcher == launcher)
+    opts = runner.RunOptions("r1", tmp_path, (), 2)  # --gpus-per-node: no host GPU ids, Slurm picks the nodes'
+    return engine, runner.spec_for(cell, GPU, engine, opts, "", 1, tmp_path / "attempt-1")
+
+
+@pytest.mark.parametrize("launcher, per_node_flag, per_node", [("accelerate", "--num_processes", "8"),
+                                                               ("torchrun", "--nproc_per_node", "4")])
+def test_gpus_per_node_gives_each_node_that_many_ranks(tmp_path, launcher, per_node_flag, per_node):
+    engine, spec = _gpu_spec(tmp_path, launcher)
+    assert spec.launch.ranks == 8 and spec.launch.device == "cuda"  # world = nodes x G
+    script = slurm.batch_script(spec.launch)
+    assert launch.shell_line([per_node_flag, per_node]) in script
+    argv = engine.sbatch_argv(spec, tmp_path / "job.sh")
+    assert "--nodes=2" in argv and "--gpus-per-node=4" in argv and "--ntasks-per-node=1" in argv
+    # Slurm sets each node's CUDA_VISIBLE_DEVICES; the harness names no GPU of its own host
+    assert "CUDA_VISIBLE_DEVICES" not in host.host_env(spec)
+    assert "CUDA_VISIBLE_DEVICES" not in engine.equivalent(spec)
+
+
+def test_gpus_per_node_is_in_the_rerun_flags_and_the_recorded_facts():
+    opts = SlurmOptions(nodes=2, gpus_per_node=4, partition="gpu").check()
+    assert opts.flags() == ["--nodes=2", "--gpus-per-node=4", "--partition=gpu"]
+    assert SlurmEngine(opts).facts()["gpus_per_node"] == 4
+    assert SlurmOptions(nodes=2).flags() == ["--nodes=2"]  # CPU runs: unchanged
+
+
+def test_cpu_cells_keep_their_ranks_under_gpus_per_node(tmp_path):
+    engine = SlurmEngine(SlurmOptions(nodes=2, gpus_per_node=4))
+    assert engine.launch(_cell("torchrun"), CPU, ranks=2, out=tmp_path).ranks == 2

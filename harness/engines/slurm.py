@@ -101,17 +101,24 @@ def runtime_answer(text: str) -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """The --nodes, --partition, --account, --time and --slurm-arg flags, checked."""
+    """The --nodes, --partition, --account, --time, --slurm-arg and --gpus-per-node flags, checked."""
 
     nodes: int = 1
     partition: str | None = None
     account: str | None = None
     time: str | None = None
     extra: tuple[str, ...] = ()
+    gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
 
     def check(self) -> "SlurmOptions":
         if self.nodes < 1:
             raise HarnessError(f"--nodes {self.nodes}: must be at least 1. Fix: e.g. --nodes 2.")
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise HarnessError(f"--gpus-per-node {self.gpus_per_node}: must be at least 1. Fix: e.g. --gpus-per-node 8, "
+                               "or leave it out for CPU cells.")
+        if any(a.split("=", 1)[0] in ("--gpus-per-node", "--nodes", "--ntasks-per-node") for a in self.extra):
+            raise HarnessError(f"--slurm-arg {' '.join(self.extra)}: --nodes, --ntasks-per-node and --gpus-per-node are "
+                               "the harness's own (they decide the ranks). Fix: use the flags --nodes and --gpus-per-node.")
         for flag, value in (("--partition", self.partition), ("--account", self.account)):
             if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
                 raise HarnessError(f"{flag} {value!r}: not a Slurm name (letters, digits, _ . -). Fix: e.g. {flag} debug.")
@@ -126,15 +133,16 @@ class SlurmOptions:
 
     def flags(self) -> list[str]:
         """These options as `invoke matrix` flags (the report's Rerun line)."""
-        named = (("--nodes", str(self.nodes)), ("--partition", self.partition), ("--account", self.account),
-                 ("--time", self.time))
+        gpus = None if self.gpus_per_node is None else str(self.gpus_per_node)
+        named = (("--nodes", str(self.nodes)), ("--gpus-per-node", gpus), ("--partition", self.partition),
+                 ("--account", self.account), ("--time", self.time))
         return [f"{k}={v}" for k, v in named if v is not None] + [f"--slurm-arg={a}" for a in self.extra]
 
     def sbatch_args(self) -> list[str]:
         """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
         args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
-        args += [f"--{k}={v}" for k, v in (("partition", self.partition), ("account", self.account),
-                                           ("time", self.time)) if v is not None]
+        args += [f"--{k}={v}" for k, v in (("gpus-per-node", self.gpus_per_node), ("partition", self.partition),
+                                           ("account", self.account), ("time", self.time)) if v is not None]
         return args + list(self.extra)
 
 
@@ -272,7 +280,8 @@ class SlurmEngine(HostEngine):
     def facts(self) -> dict:
         o = self.options
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
-                "partition": o.partition, "account": o.account, "time": o.time, "slurm_args": list(o.extra),
+                "gpus_per_node": o.gpus_per_node, "partition": o.partition, "account": o.account, "time": o.time,
+                "slurm_args": list(o.extra),
                 "flags": ["--engine", "slurm", *o.flags()]}
 
     def _controller(self) -> Check:
@@ -310,6 +319,8 @@ class SlurmEngine(HostEngine):
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         nodes = self.options.nodes
+        if self.options.gpus_per_node and not cell.stack.is_cpu:
+            ranks = nodes * self.options.gpus_per_node  # one rank per GPU Slurm gives each node (its CUDA_VISIBLE_DEVICES)
         if ranks % nodes:
             raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
                                f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
