@@ -385,6 +385,9 @@ class DockerRunning:
             return f"(docker top failed: {_short(exc)})"
         return "\n".join(" ".join(row) for row in [top.get("Titles", [])] + top.get("Processes", []))
 
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        return None  # every rank is in this container: signal() and native_dump() reach it
+
     def output_tail(self, lines: int = 80) -> str:
         try:
             return self.container.logs(tail=lines).decode(errors="replace")

@@ -112,6 +112,9 @@ class Tagged:
     def process_list(self) -> str:
         return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in tagged(self.token))
 
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        return None  # every rank is on this machine: signal() and native_dump() reach it
+
     def output_tail(self, lines: int = 80) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -213,15 +213,53 @@ def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
         time.sleep(0.5)
 
 
+COLLECTOR = Path(__file__).with_name("collector.py")
+COLLECT_S = 60.0  # the collector's srun: py-spy takes 20 s at most per rank
+
+
 class SlurmRunning(Tagged):
     """A submitted job; its ranks on this machine are found by their token (Slurm exports the
-    submission's environment to every task)."""
+    submission's environment to every task); forensics on every node go through collector.py."""
 
-    def __init__(self, job_id: str, log: Path, token: str) -> None:
+    def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3") -> None:
         super().__init__(log, token)
-        self.job_id = job_id
+        self.job_id, self.out, self.python = job_id, out, python
         self.state: dict[str, str] | None = {}
         self.checked = 0.0
+        self.found: list[dict] | None = None  # the collector's findings, once per attempt
+
+    def on_nodes(self) -> list[dict]:
+        """collector.py on every node of the job, one task each beside the ranks (`srun --overlap`): the
+        cell's processes there, SIGUSR1 and py-spy to its ranks; what each node found. A collector that
+        could not run leaves its node out (the record then has only what this machine saw)."""
+        if self.found is None and self.out is not None:
+            nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+            argv = ["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1",
+                    self.python, "-c", COLLECTOR.read_text(), f"{TOKEN_VAR}={self.token}", str(self.out)]
+            try:
+                proc.run(argv, timeout=COLLECT_S, log=self.out / "node-forensics.log")
+            except HarnessError:
+                pass
+            self.found = []
+            for path in sorted((self.out / "node-forensics").glob("*.json")):
+                try:
+                    self.found.append(json.loads(path.read_text()))
+                except (OSError, ValueError):
+                    continue
+        return self.found or []
+
+    def process_list(self) -> str:
+        found = self.on_nodes()
+        if not found:
+            return super().process_list()
+        return "\n".join(f"{node['node']}: {p['pid']:>8} {p['state']} {p['cmd'][:200]}"
+                         for node in found for p in node.get("processes", []))
+
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        found = self.on_nodes()
+        if not found:
+            return None  # no collector ran: this machine's ranks, as the host engine does
+        return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
 
     def job(self) -> dict[str, str] | None:
         now = time.monotonic()
@@ -339,12 +377,12 @@ class SlurmEngine(HostEngine):
         return ["sbatch", "--parsable", f"--job-name={name}", f"--comment={owner.current().marker}",
                 f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(), str(script)]
 
-    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> SlurmRunning:
+    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None, out: Path | None = None) -> SlurmRunning:
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
         submitted = proc.run(argv, timeout=60, env={**(env or os.environ), TOKEN_VAR: token})
         proc.check(submitted, "sbatch", FIX)
-        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token)
+        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, self.python)
 
     def probe(self, folder: Path, command: str) -> Probe:
         """One job over an allocation like the cells' runs `command` once on every node through srun;
@@ -415,7 +453,8 @@ class SlurmEngine(HostEngine):
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         script = spec.out_dir / "job.sh"
         results.write_text(script, batch_script(spec.launch))
-        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""))
+        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""),
+                               spec.out_dir)
         job_id = running.job_id
         try:
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
