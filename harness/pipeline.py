@@ -216,7 +216,7 @@ def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Pat
     if not engine.builds_images or not cells:
         return {}
     stacks = list({c.stack.id: c.stack for c in cells}.values())
-    built = images.build_all(stacks, engine, opts.build, log_dir, progress, jobs=opts.jobs)
+    built = images.build_all(stacks, engine.builder, opts.build, log_dir, progress, jobs=opts.jobs)
     return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
 
 
@@ -269,7 +269,7 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
     if engine.builds_images:
         stacks = list({c.stack.id: c.stack for c in cells}.values())
         print(f"# {len(stacks)} image(s):")
-        for stack, tag, cached in images.plan(stacks, engine, build):
+        for stack, tag, cached in images.plan(stacks, engine.builder, build):
             tags[stack.id] = tag
             state = "cached" if cached else "would build"
             print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2")

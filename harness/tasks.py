@@ -99,19 +99,21 @@ SLURM_HELP = {
     "slurm_arg": "slurm engine: one more sbatch option, e.g. --slurm-arg=--exclusive; repeatable",
     "gpus_per_node": "slurm engine, GPU cells: GPUs Slurm gives each node (sbatch --gpus-per-node), one rank on each; "
                      "ranks = nodes x G (instead of --gpus)",
+    "node_runtime": "slurm engine: what the ranks run in on the nodes: host (their own Python, default), docker or "
+                    "podman (the cell's image, run by the node's engine), pyxis (srun --container-image)",
 }
 
 
-def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node):
+def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime):
     """The slurm engine's flags as its options, or None when none was given."""
     if (nodes is None and partition is None and account is None and time is None and not slurm_arg
-            and gpus_per_node is None):
+            and gpus_per_node is None and node_runtime is None):
         return None
     from .engines.slurm import SlurmOptions
 
     count = _number("--nodes", nodes, int, "2")
     return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()),
-                        _number("--gpus-per-node", gpus_per_node, int, "8"))
+                        _number("--gpus-per-node", gpus_per_node, int, "8"), node_runtime or "host")
 
 
 @task(
@@ -139,7 +141,7 @@ def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node):
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", control="failing", resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None,
            results=None, run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None,
-           slurm_arg=None, gpus_per_node=None):
+           slurm_arg=None, gpus_per_node=None, node_runtime=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
@@ -148,7 +150,8 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 
     def run() -> int:
         options = _commands().MatrixOptions(
-            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg, gpus_per_node), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime),
+            gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), control=control, resume=resume, timeouts=tuple(timeout or ()),
             jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
@@ -214,11 +217,12 @@ def publish(c, run=None, to=None, results=None):
     "gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm", **SLURM_HELP,
     "results": "results folder (slurm: checked to be seen by every node; default: results/)"})
 def doctor(c, gpus=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
-           gpus_per_node=None, results=None):
+           gpus_per_node=None, node_runtime=None, results=None):
     """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them
     (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
     _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg,
-                                                                               gpus_per_node), _results(results))))
+                                                                               gpus_per_node, node_runtime),
+                                             _results(results))))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})

@@ -368,3 +368,92 @@ def test_gpus_per_node_is_in_the_rerun_flags_and_the_recorded_facts():
 def test_cpu_cells_keep_their_ranks_under_gpus_per_node(tmp_path):
     engine = SlurmEngine(SlurmOptions(nodes=2, gpus_per_node=4))
     assert engine.launch(_cell("torchrun"), CPU, ranks=2, out=tmp_path).ranks == 2
+
+
+# ------------------------------------------------------------------------------------ --node-runtime
+class InContainers:
+    """Signals a rank by the pid it wrote (its container's), through the host pid of the cell's process
+    that has that pid inside (collector.py reads NSpid the same way)."""
+
+    def __init__(self) -> None:
+        self.running = None
+
+    def __call__(self, running) -> None:
+        self.running = running
+
+    def signal(self, pid: int, sig: str) -> None:
+        from harness.engines import collector
+
+        for p in host.tagged(self.running.token):
+            if collector._inner_pid(p.pid) == pid and p.cmd.split()[1:2] == ["-u"]:  # the rank, not its init
+                os.kill(p.pid, getattr(signal, f"SIG{sig}"))
+                return
+        raise AssertionError(f"no rank with pid {pid} in the cell's containers")
+
+
+@pytest.mark.slurm
+def test_a_stopped_rank_in_a_docker_container_on_the_node_is_a_hang_and_no_container_is_left(slurm_cluster, engine,
+                                                                                                 cpu_image, tmp_path):
+    """--node-runtime docker on the one-node Slurm (its node is this host, whose engine has the cell's image):
+    the ranks run in the image, the stopped one is found in its container on the node by the collector,
+    and the container is removed on the node before the job is cancelled."""
+    from harness import outcome, supervise
+    from harness.engines.docker import LABEL_RUN
+
+    from .conftest import Fault
+    from .test_supervise import TIMEOUTS, _spec
+
+    slurm_engine = SlurmEngine(SlurmOptions(runtime="docker"))
+    spec = _spec(slurm_engine, tmp_path / "docker-stop", ("--hold-at", "prepare"), image=cpu_image)
+    fault, ranks = Fault(spec.out_dir, 1, "prepare", "STOP"), InContainers()
+    record = supervise.supervise(slurm_engine, spec, TIMEOUTS, on_event=fault,
+                                 on_start=lambda running: (ranks(running), fault.start(ranks)))
+    result = outcome.classify(record.to_json())
+    assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1], result
+    node = record.ranks["1"]["placement"]["node"]  # Slurm's variables reached the rank in its container
+    stopped = [line.split() for line in record.forensics["processes"].splitlines() if line.startswith(f"{node}: ")]
+    assert [w for w in stopped if w[2] == "T" and "/opt/harness/workload/run.py" in w], record.forensics["processes"]
+    assert "Thread" in record.forensics["stacks"]["0"]  # rank 0 answered SIGUSR1 in its container
+    assert record.leftovers == [] and engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
+    _no_jobs_of("docker-stop")
+
+
+def test_each_node_runtime_has_its_exact_srun_step(tmp_path):
+    """podman and pyxis cannot run here (no podman, no pyxis plugin): their job lines, word for word."""
+    from harness import runner
+    from harness.engines import noderuntime
+
+    cell = next(c for c in CPU.cells if c.launcher == "torchrun" and c.variant.name == "default")
+    opts = runner.RunOptions("r1", tmp_path, (), 2)
+    steps = {}
+    for runtime in noderuntime.RUNTIMES:
+        engine = SlurmEngine(SlurmOptions(nodes=2, runtime=runtime))
+        spec = runner.spec_for(cell, CPU, engine, opts, "img:1", 1, tmp_path / "a1")
+        steps[runtime] = noderuntime.node_step(runtime, spec, "own/er", ("HARNESS_CELL_TOKEN",))
+        assert f"--node-runtime={runtime}" in engine.options.flags() or runtime == "host"
+    out = str(tmp_path / "a1")
+    assert steps["host"].words[0] == sys.executable and steps["host"].srun_flags == ()
+    podman = list(steps["podman"].words)
+    assert podman[:5] == ["podman", "run", "--rm", "--network=host", "--init"]
+    assert podman[podman.index("-v") + 1] == f"{Path(out).resolve()}:/out"
+    assert ["-e", "HARNESS_CELL_TOKEN"] == podman[podman.index("HARNESS_CELL_TOKEN") - 1:podman.index("HARNESS_CELL_TOKEN") + 1]
+    assert podman[podman.index("img:1") + 1:][:3] == ["python", "-m", "torch.distributed.run"]
+    assert steps["docker"].words[1:] == steps["podman"].words[1:]  # the same container, declared once
+    assert steps["pyxis"].srun_flags == ("--container-image=img:1", f"--container-mounts={out}:/out",
+                                         "--container-workdir=/opt/harness")
+    assert steps["pyxis"].words[:3] == ("python", "-m", "torch.distributed.run") and "/out" in steps["pyxis"].words
+    script = slurm.batch_script(steps["pyxis"])
+    assert "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 --container-image=img:1 " in script
+    assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
+    assert noderuntime.remove_line("podman", spec).startswith("podman ps -aq --filter label=io.nccl-harness.run=r1 ")
+
+
+def test_a_gpu_cell_in_a_node_container_gets_the_nodes_gpus(tmp_path):
+    engine, spec = _gpu_spec(tmp_path, "torchrun")
+    from harness.engines import noderuntime
+
+    docker_words = noderuntime.node_step("docker", spec, "own/er", ()).words
+    podman_words = noderuntime.node_step("podman", spec, "own/er", ()).words
+    assert docker_words[docker_words.index("--gpus"):][:2] == ("--gpus", "all")
+    assert podman_words[podman_words.index("--device"):][:2] == ("--device", "nvidia.com/gpu=all")
+    assert "CUDA_VISIBLE_DEVICES" in docker_words  # Slurm's choice of the node's GPUs, passed through

@@ -220,6 +220,11 @@ class DockerEngine:
     # ------------------------------------------------------------ the engine interface (engines/base.py)
     builds_images = True
 
+    @property
+    def builder(self) -> "DockerEngine":
+        """The engine that builds the cells' images (the slurm engine's with a container node runtime too)."""
+        return self
+
     def facts(self) -> dict:
         try:
             version, details = self.client.version(), self.client.info()

@@ -27,11 +27,13 @@ from typing import Iterator
 
 from .. import launch as launch_mod
 from .. import owner, proc, results
-from ..errors import HarnessError, InfraError
+from ..errors import HarnessError, InfraError, closest
 from ..matrix import Cell, Matrix
 from ..progress import Progress
 from .base import CellSpec, Check
+from .docker import DockerEngine
 from .host import TOKEN_VAR, HostEngine, Tagged, cell_env, env_line, kill_all, tagged
+from .noderuntime import CONTAINED, RUNTIMES, NodeStep, node_step, remove_line
 
 FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
 JOB_PREFIX = "nccl-harness-"
@@ -92,6 +94,8 @@ def runtime_answer(text: str) -> tuple[bool, str]:
         facts = json.loads(lines[-1]) if lines else {}
     except ValueError:
         facts = {}
+    if isinstance(facts, dict) and "runtime" in facts:
+        return True, str(facts["runtime"])[:300]
     if not isinstance(facts, dict) or "torch" not in facts:
         said = facts.get("error") if isinstance(facts, dict) and facts.get("error") else (lines[-1] if lines else "no output")
         return False, str(said)[:300]
@@ -109,10 +113,15 @@ class SlurmOptions:
     time: str | None = None
     extra: tuple[str, ...] = ()
     gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
+    runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
 
     def check(self) -> "SlurmOptions":
         if self.nodes < 1:
             raise HarnessError(f"--nodes {self.nodes}: must be at least 1. Fix: e.g. --nodes 2.")
+        if self.runtime not in RUNTIMES:
+            guess = closest(self.runtime, RUNTIMES)
+            raise HarnessError(f"--node-runtime {self.runtime}: unknown{f'; did you mean {guess}?' if guess else '.'} "
+                               f"Fix: one of {', '.join(RUNTIMES)} (host: the nodes' own Python stack).")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise HarnessError(f"--gpus-per-node {self.gpus_per_node}: must be at least 1. Fix: e.g. --gpus-per-node 8, "
                                "or leave it out for CPU cells.")
@@ -136,7 +145,8 @@ class SlurmOptions:
         gpus = None if self.gpus_per_node is None else str(self.gpus_per_node)
         named = (("--nodes", str(self.nodes)), ("--gpus-per-node", gpus), ("--partition", self.partition),
                  ("--account", self.account), ("--time", self.time))
-        return [f"{k}={v}" for k, v in named if v is not None] + [f"--slurm-arg={a}" for a in self.extra]
+        runtime = [f"--node-runtime={self.runtime}"] if self.runtime != "host" else []
+        return [f"{k}={v}" for k, v in named if v is not None] + runtime + [f"--slurm-arg={a}" for a in self.extra]
 
     def sbatch_args(self) -> list[str]:
         """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
@@ -150,16 +160,20 @@ def job_name(run_id: str, cell_id: str) -> str:
     return f"{JOB_PREFIX}{run_id}-{cell_id}"
 
 
-def batch_script(launch: launch_mod.Launch) -> str:
+def batch_script(step: launch_mod.Launch | NodeStep) -> str:
     """The job's script: the rendezvous address (the allocation's first node) and a port of this job,
-    then one launcher per node through srun; the launcher's exit code is the job's."""
+    then one launcher per node through srun (in the node runtime's container, when it has one); the
+    launcher's exit code is the job's."""
+    if isinstance(step, launch_mod.Launch):
+        step = NodeStep((), step.argv)
     return "\n".join([
         "#!/bin/bash",
         "# written by nccl-harness (harness/engines/slurm.py): one launcher per node",
         'HARNESS_RDZV_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "HARNESS_RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))  # two jobs on one node meet on two ports",
         "export HARNESS_RDZV_ADDR HARNESS_RDZV_PORT",
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + launch_mod.shell_line(launch.argv))}",
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {''.join(shlex.quote(f) + ' ' for f in step.srun_flags)}"
+        f"bash -c {shlex.quote('exec ' + launch_mod.shell_line(step.words))}",
         "",
     ])
 
@@ -221,25 +235,30 @@ class SlurmRunning(Tagged):
     """A submitted job; its ranks on this machine are found by their token (Slurm exports the
     submission's environment to every task); forensics on every node go through collector.py."""
 
-    def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3") -> None:
+    def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3",
+                 remove: str | None = None) -> None:
         super().__init__(log, token)
-        self.job_id, self.out, self.python = job_id, out, python
+        self.job_id, self.out, self.python, self.remove = job_id, out, python, remove
         self.state: dict[str, str] | None = {}
         self.checked = 0.0
         self.found: list[dict] | None = None  # the collector's findings, once per attempt
+
+    def on_every_node(self, words: list[str], log: Path | None = None) -> None:
+        """`words` once on every node of the running job, beside its ranks (`srun --overlap`)."""
+        nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+        try:
+            proc.run(["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1", *words],
+                     timeout=COLLECT_S, log=log)
+        except HarnessError:
+            pass  # no srun here: what this machine sees is all there is
 
     def on_nodes(self) -> list[dict]:
         """collector.py on every node of the job, one task each beside the ranks (`srun --overlap`): the
         cell's processes there, SIGUSR1 and py-spy to its ranks; what each node found. A collector that
         could not run leaves its node out (the record then has only what this machine saw)."""
         if self.found is None and self.out is not None:
-            nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
-            argv = ["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1",
-                    self.python, "-c", COLLECTOR.read_text(), f"{TOKEN_VAR}={self.token}", str(self.out)]
-            try:
-                proc.run(argv, timeout=COLLECT_S, log=self.out / "node-forensics.log")
-            except HarnessError:
-                pass
+            self.on_every_node([self.python, "-c", COLLECTOR.read_text(), f"{TOKEN_VAR}={self.token}", str(self.out)],
+                               self.out / "node-forensics.log")
             self.found = []
             for path in sorted((self.out / "node-forensics").glob("*.json")):
                 try:
@@ -276,7 +295,11 @@ class SlurmRunning(Tagged):
         return exit_code(job)
 
     def kill(self) -> None:
-        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine."""
+        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine. A
+        node runtime's containers are removed on every node first: a killed `docker run` leaves its
+        container running, and once the job is gone srun can no longer reach its nodes."""
+        if self.remove and (self.job() or {}).get("JobState") == "RUNNING":
+            self.on_every_node(["bash", "-c", self.remove])
         cancel([self.job_id])
         kill_all(lambda: tagged(self.token))
 
@@ -314,10 +337,37 @@ class SlurmEngine(HostEngine):
 
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
+        self._builder: DockerEngine | None = None
+
+    # ---- the cells' images, with a container runtime on the nodes: built here by the docker engine
+    @property
+    def builds_images(self) -> bool:  # type: ignore[override]
+        return self.options.runtime != "host"
+
+    @property
+    def builder(self) -> DockerEngine:
+        """This host's Docker engine, which builds the cells' images (a node runtime's engine must have
+        them: here the node is this host; on a cluster, a registry or `docker save | docker load`)."""
+        if self._builder is None:
+            self._builder = DockerEngine.connect()
+        return self._builder
+
+    def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
+        return super().cells(m, selected, progress) if self.options.runtime == "host" else selected
+
+    def image_id(self, tag: str) -> str:
+        return self.builder.image_id(tag) if self.builds_images else ""
+
+    def inherited_env(self, image: str) -> dict[str, str]:
+        return self.builder.inherited_env(image) if self.builds_images else super().inherited_env(image)
+
+    def step(self, spec: CellSpec) -> NodeStep:
+        return node_step(self.options.runtime, spec, owner.current().marker, (TOKEN_VAR, owner.OWNER_VAR))
 
     def facts(self) -> dict:
         o = self.options
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
+                "node_runtime": o.runtime,
                 "gpus_per_node": o.gpus_per_node, "partition": o.partition, "account": o.account, "time": o.time,
                 "slurm_args": list(o.extra),
                 "flags": ["--engine", "slurm", *o.flags()]}
@@ -362,12 +412,17 @@ class SlurmEngine(HostEngine):
         if ranks % nodes:
             raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
                                f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
+        host = self.options.runtime == "host"  # else the image's Python and workload, the attempt folder at /out
+        python = self.python if host else "python"
+        out_dir = str(out) if host else launch_mod.CONTAINER_OUT
         if control:  # the NCCL-only control, one launcher per node like the cell (its id file is in the shared out folder)
-            return launch_mod.control_launch(cell, m, ranks=ranks, python=self.python, control=self.control, out=str(out),
-                                             port=launch_mod.SLURM_PORT, nodes=launch_mod.SLURM_NODES,
+            return launch_mod.control_launch(cell, m, ranks=ranks, python=python,
+                                             control=self.control if host else launch_mod.CONTAINER_CONTROL,
+                                             out=out_dir, port=launch_mod.SLURM_PORT, nodes=launch_mod.SLURM_NODES,
                                              per_node=ranks // nodes)
-        return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=self.python, workload=self.workload,
-                                      out=str(out), extra_args=extra_args, inherited_env=inherited_env)
+        return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=python,
+                                      workload=self.workload if host else launch_mod.CONTAINER_WORKLOAD,
+                                      out=out_dir, extra_args=extra_args, inherited_env=inherited_env)
 
     def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
         return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / "launcher.log", spec.out_dir, script)
@@ -377,12 +432,15 @@ class SlurmEngine(HostEngine):
         return ["sbatch", "--parsable", f"--job-name={name}", f"--comment={owner.current().marker}",
                 f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(), str(script)]
 
-    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None, out: Path | None = None) -> SlurmRunning:
+    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None, out: Path | None = None,
+                remove: str | None = None) -> SlurmRunning:
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
         submitted = proc.run(argv, timeout=60, env={**(env or os.environ), TOKEN_VAR: token})
         proc.check(submitted, "sbatch", FIX)
-        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, self.python)
+        # the collector runs on the node itself, outside any container: the nodes' Python, else python3
+        python = self.python if self.options.runtime == "host" else "python3"
+        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, python, remove)
 
     def probe(self, folder: Path, command: str) -> Probe:
         """One job over an allocation like the cells' runs `command` once on every node through srun;
@@ -434,27 +492,41 @@ class SlurmEngine(HostEngine):
         bad = {node: text for node, (ok, text) in answers.items() if not ok}
         detail = ("; ".join(f"{node}: {text}" for node, (_, text) in answers.items())
                   or "unknown: no node's answer reached the results folder")
-        return [shared, Check("node runtime", bool(answers) and not bad, detail, "" if answers and not bad else
-                              f"Fix: {self.python} with torch and accelerate on every node, at the same path as "
-                              "this host's (a shared /home or software tree).")]
+        fix = {"host": f"{self.python} with torch and accelerate on every node, at the same path as this host's (a "
+                       "shared /home or software tree)", "pyxis": "a cluster with NVIDIA pyxis, or another --node-runtime"
+               }.get(self.options.runtime, f"{self.options.runtime} installed and running on every node, usable by "
+                                           "your user")
+        return [shared, Check("node runtime", bool(answers) and not bad, detail,
+                              "" if answers and not bad else f"Fix: {fix}.")]
 
     def runtime_probe(self) -> str:
-        """A node's shell line that imports the workload's modules with the nodes' Python and prints the
-        versions its ranks would load, as one JSON line (runtime_answer reads it)."""
+        """A node's shell line that prints, as one JSON line (runtime_answer reads it), what its ranks would
+        load: host, the nodes' Python importing the workload's modules; docker/podman, the node engine's
+        version (the images are the cells'); pyxis, whether srun on the node knows --container-image."""
+        runtime = self.options.runtime
+        if runtime in CONTAINED:  # docker: the daemon must answer; podman has none
+            ask = {"docker": "docker version --format '{{.Server.Version}}'", "podman": "podman --version"}[runtime]
+            return (f"if v=$({ask} 2>&1); then k=runtime; else k=error; fi; v=$(echo \"$v\" | tail -n 1 | tr -d '\"\\\\'); "
+                    f"printf '{{\"%s\": \"{runtime}: %s\"}}\\n' \"$k\" \"$v\"")
+        if runtime == "pyxis":
+            return ("if srun --help 2>&1 | grep -q -- --container-image; then echo '{\"runtime\": \"pyxis (srun "
+                    "--container-image)\"}'; else echo '{\"error\": \"srun has no --container-image: no pyxis "
+                    "plugin\"}'; fi")
         return f"{shlex.quote(self.python)} -c {shlex.quote(RUNTIME_PROBE)} {shlex.quote(self.workload)}"
 
     def equivalent(self, spec: CellSpec) -> str:
         script = spec.out_dir / "job.sh"
-        return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(spec.launch).splitlines())
+        return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(self.step(spec)).splitlines())
                 + f"\n{env_line(spec)} {shlex.join(self.sbatch_argv(spec, script))}")
 
     @contextmanager
     def start(self, spec: CellSpec) -> Iterator[SlurmRunning]:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         script = spec.out_dir / "job.sh"
-        results.write_text(script, batch_script(spec.launch))
+        results.write_text(script, batch_script(self.step(spec)))
+        contained = self.options.runtime in CONTAINED
         running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""),
-                               spec.out_dir)
+                               spec.out_dir, remove_line(self.options.runtime, spec) if contained else None)
         job_id = running.job_id
         try:
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
@@ -466,4 +538,5 @@ class SlurmEngine(HostEngine):
             results.write_json(spec.out_dir / "slurm-job.json", {
                 "job_id": job_id, "job_name": job_name(spec.run_id, spec.cell_id), "nodes": job.get("NodeList"),
                 "state": job.get("JobState"), "reason": job.get("Reason"), "partition": job.get("Partition"),
-                "exit_code": job.get("ExitCode")})
+                "exit_code": job.get("ExitCode"), "node_runtime": self.options.runtime,
+                **({"image": spec.image} if self.builds_images else {})})
