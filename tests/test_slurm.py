@@ -457,3 +457,45 @@ def test_a_gpu_cell_in_a_node_container_gets_the_nodes_gpus(tmp_path):
     assert docker_words[docker_words.index("--gpus"):][:2] == ("--gpus", "all")
     assert podman_words[podman_words.index("--device"):][:2] == ("--device", "nvidia.com/gpu=all")
     assert "CUDA_VISIBLE_DEVICES" in docker_words  # Slurm's choice of the node's GPUs, passed through
+
+
+RANK_LIKE = """
+import faulthandler, os, signal, sys, time
+faulthandler.register(signal.SIGUSR1, file=open(sys.argv[1] + "/stacks-rank3.txt", "w"), all_threads=True)
+open(sys.argv[1] + "/pid-rank3", "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def test_the_collector_finds_a_rank_by_its_token_and_dumps_it_where_it_runs(tmp_path):
+    """collector.py as a node runs it (python -c, its source only), on a real process of this machine that
+    carries a cell's token and RANK=3, as a launcher's rank does; another process with RANK=3 but another
+    token is not touched."""
+    import uuid
+
+    token = uuid.uuid4().hex
+    rank = subprocess.Popen([sys.executable, "-c", RANK_LIKE, str(tmp_path)],
+                            env={**os.environ, host.TOKEN_VAR: token, "RANK": "3"})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**os.environ, host.TOKEN_VAR: "another", "RANK": "3"})
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "pid-rank3").exists():
+            assert time.monotonic() < deadline, "the rank never wrote its pid"
+            time.sleep(0.05)
+        done = subprocess.run([sys.executable, "-c", slurm.COLLECTOR.read_text(), f"{host.TOKEN_VAR}={token}",
+                               str(tmp_path)], env={**os.environ, "SLURMD_NODENAME": "node-x"}, timeout=60)
+        assert done.returncode == 0
+        found = json.loads((tmp_path / "node-forensics" / "node-x.json").read_text())
+        assert found["node"] == "node-x" and found["ranks"] == {"3": rank.pid}
+        assert [p["pid"] for p in found["processes"]] == [rank.pid]
+        deadline = time.monotonic() + 10
+        while "most recent call first" not in (tmp_path / "stacks-rank3.txt").read_text():  # it answered SIGUSR1
+            assert time.monotonic() < deadline, "no thread dump after SIGUSR1"
+            time.sleep(0.05)
+        if found["py_spy_path"]:
+            assert "Process " + str(rank.pid) in found["py_spy"]["3"], found["py_spy"]
+        assert other.poll() is None  # not the cell's: never signalled
+    finally:
+        rank.kill()
+        other.kill()

@@ -8,8 +8,9 @@ The job's state comes from `scontrol show job` (accounting storage, and so `sacc
 configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it. Jobs
 are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
 watchdog and the sweep (harness/reaper.py) cancel the jobs of a harness that died.
-This slice runs and signals ranks on this machine's node only; see README "Slurm" for what is not yet
-supported (containers on the nodes, forensics on other nodes, pending-reason verdicts)."""
+With --node-runtime docker|podman|pyxis the ranks run in the cell's image on each node (noderuntime.py);
+forensics of a hung cell are taken on every node by collector.py through `srun --jobid=J --overlap`.
+See README "Slurm" for what was not run here (GPU nodes, IB, podman, pyxis)."""
 
 from __future__ import annotations
 
@@ -298,8 +299,13 @@ class SlurmRunning(Tagged):
         """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine. A
         node runtime's containers are removed on every node first: a killed `docker run` leaves its
         container running, and once the job is gone srun can no longer reach its nodes."""
-        if self.remove and (self.job() or {}).get("JobState") == "RUNNING":
-            self.on_every_node(["bash", "-c", self.remove])
+        if self.remove:
+            try:
+                running = (self.job() or {}).get("JobState") == "RUNNING"
+            except HarnessError:
+                running = False  # the controller did not answer: scancel and the sweep still follow
+            if running:
+                self.on_every_node(["bash", "-c", self.remove])
         cancel([self.job_id])
         kill_all(lambda: tagged(self.token))
 
