@@ -250,14 +250,17 @@ def test_the_engine_checks_the_controller_and_the_partition(slurm_cluster):
 
 @pytest.mark.slurm
 def test_a_job_that_cannot_start_is_an_infra_error_with_slurms_reason(slurm_cluster, tmp_path):
-    """Two nodes asked of the one-node Slurm: sbatch accepts the job, which pends (PartitionNodeLimit)."""
+    """More nodes than the one-node Slurm has: sbatch accepts the job, which pends (PartitionNodeLimit). The
+    first such job is the shared-folder probe at the start of the run, so the run stops there, before any
+    cell, with Slurm's reason (a cell's own job would be an INFRA-ERROR cell for the same reason)."""
     nodes = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, check=True).stdout.split()
     proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes",
                            str(sum(int(n) for n in nodes) + 1), "--only", "*acc1.15.0+default", "--results",
                            str(tmp_path), "--run-id", "t-pending"], cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stderr[-3000:]
-    assert "INFRA-ERROR" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
+    assert "cannot start as asked" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
     _no_jobs_of("t-pending")
 
 
