@@ -3,14 +3,18 @@ what it needs (engines/*.checks); the host facts are read here."""
 
 from __future__ import annotations
 
-from . import engines, hostinfo, reaper
+from pathlib import Path
+
+from . import engines, hostinfo, reaper, results
 from .engines.base import Check
+from .engines.slurm import SlurmOptions
 from .errors import EXIT_INFRA, EXIT_OK, InfraError
 from .progress import Progress
 from .selection import check_gpus, gpus_visible
 
 
-def checks(gpus_flag: str | None = None, engine_choice: str | None = None) -> list[Check]:
+def checks(gpus_flag: str | None = None, engine_choice: str | None = None, slurm: SlurmOptions | None = None,
+           results_dir: Path = results.DEFAULT_RESULTS) -> list[Check]:
     # a bad --gpus is bad input, as it is for `invoke matrix` (exit 2 with the same message), not a check
     gpus = check_gpus(gpus_flag)
     found = [Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for")]
@@ -18,10 +22,10 @@ def checks(gpus_flag: str | None = None, engine_choice: str | None = None) -> li
     found.append(Check("NVIDIA driver", bool(driver) or not gpus_visible(), driver or "none (CPU cells only)",
                        "install the NVIDIA driver", blocking=bool(gpus)))
     try:
-        engine = engines.choose(engine_choice or "docker", Progress())
+        engine = engines.choose(engine_choice or "docker", Progress(), slurm)
     except InfraError as exc:
         return found + [Check("Docker engine", False, str(exc))]
-    return found + engine.checks(gpus)
+    return found + engine.checks(gpus, results_dir)
 
 
 def render(found: list[Check]) -> str:
@@ -31,13 +35,14 @@ def render(found: list[Check]) -> str:
         mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
         lines.append(f"{mark} {check.name:<{width}}  {check.detail}")
         if not check.ok and check.fix:
-            lines.append(f"     {'':<{width}}  fix: {check.fix}")
+            lines.append(f"     {'':<{width}}  fix: {check.fix.removeprefix('Fix: ')}")
     return "\n".join(lines)
 
 
-def doctor(gpus_flag: str | None = None, engine_choice: str | None = None) -> int:
+def doctor(gpus_flag: str | None = None, engine_choice: str | None = None, slurm: SlurmOptions | None = None,
+           results_dir: Path = results.DEFAULT_RESULTS) -> int:
     """Print every check; exit 4 when something blocks a run."""
     reaper.sweep(Progress())  # what a dead harness left would skew what is checked
-    found = checks(gpus_flag, engine_choice)
+    found = checks(gpus_flag, engine_choice, slurm, results_dir)
     print(render(found))
     return EXIT_INFRA if any(not c.ok and c.blocking for c in found) else EXIT_OK

@@ -58,10 +58,14 @@ def checked_build_options(options: images.BuildOptions, jobs: int) -> images.Bui
 
 def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]:
     """Every flag checked before anything starts; returns the options made absolute and the GPU ids."""
-    gpus = check_gpus(opts.gpus)
-    check_ranks(opts.ranks)
     if opts.slurm is not None:
         opts.slurm.check()
+        if opts.slurm.gpus_per_node and opts.gpus:
+            raise HarnessError(f"--gpus {opts.gpus} and --gpus-per-node {opts.slurm.gpus_per_node}: two ways to say a GPU "
+                               "cell's ranks. Fix: on a Slurm cluster use --gpus-per-node alone (Slurm picks each node's "
+                               "GPUs); --gpus names this host's.")
+    gpus = check_gpus(opts.gpus)
+    check_ranks(opts.ranks)
     if opts.run_id is not None:
         results.check_run_id(opts.run_id)
     if opts.retries < 0:
@@ -112,7 +116,8 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     if not runnable:
         progress.say("Nothing to run: no runnable cell selected.")
         return EXIT_NOTHING_SELECTED
-    if not gpus and any(not c.stack.is_cpu for c in runnable):
+    slurm_gpus = opts.slurm is not None and opts.slurm.gpus_per_node  # the nodes' GPUs, given by Slurm
+    if not gpus and not slurm_gpus and any(not c.stack.is_cpu for c in runnable):
         gpus = check_gpus("all")
     run_id = _run_id(opts)
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
@@ -212,7 +217,7 @@ def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Pat
     if not engine.builds_images or not cells:
         return {}
     stacks = list({c.stack.id: c.stack for c in cells}.values())
-    built = images.build_all(stacks, engine, opts.build, log_dir, progress, jobs=opts.jobs)
+    built = images.build_all(stacks, engine.builder, opts.build, log_dir, progress, jobs=opts.jobs)
     return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
 
 
@@ -265,7 +270,7 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
     if engine.builds_images:
         stacks = list({c.stack.id: c.stack for c in cells}.values())
         print(f"# {len(stacks)} image(s):")
-        for stack, tag, cached in images.plan(stacks, engine, build):
+        for stack, tag, cached in images.plan(stacks, engine.builder, build):
             tags[stack.id] = tag
             state = "cached" if cached else "would build"
             print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2")

@@ -208,7 +208,8 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
     processes = running.process_list()
     pids = _pids(out)
     started = time.monotonic()
-    for pid in pids.values():
+    elsewhere = running.dump_ranks(pids)  # ranks on other machines (slurm): dumped where they run
+    for pid in pids.values() if elsewhere is None else ():
         try:
             running.signal(pid, "USR1")
         except Exception:  # noqa: BLE001 - forensics must never stop the kill
@@ -223,7 +224,8 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
         if dump:
             native[str(rank)] = dump
 
-    threads = [threading.Thread(target=py_spy, args=item, daemon=True) for item in pids.items()]
+    native.update(elsewhere or {})
+    threads = [threading.Thread(target=py_spy, args=item, daemon=True) for item in pids.items() if elsewhere is None]
     for thread in threads:
         thread.start()
     for thread in threads:

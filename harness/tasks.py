@@ -97,17 +97,23 @@ SLURM_HELP = {
     "account": "slurm engine: the account to charge",
     "time": "slurm engine: each job's time limit (sbatch --time, e.g. 10 or 0:30:00)",
     "slurm_arg": "slurm engine: one more sbatch option, e.g. --slurm-arg=--exclusive; repeatable",
+    "gpus_per_node": "slurm engine, GPU cells: GPUs Slurm gives each node (sbatch --gpus-per-node), one rank on each; "
+                     "ranks = nodes x G (instead of --gpus)",
+    "node_runtime": "slurm engine: what the ranks run in on the nodes: host (their own Python, default), docker or "
+                    "podman (the cell's image, run by the node's engine), pyxis (srun --container-image)",
 }
 
 
-def _slurm(nodes, partition, account, time, slurm_arg):
+def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime):
     """The slurm engine's flags as its options, or None when none was given."""
-    if nodes is None and partition is None and account is None and time is None and not slurm_arg:
+    if (nodes is None and partition is None and account is None and time is None and not slurm_arg
+            and gpus_per_node is None and node_runtime is None):
         return None
     from .engines.slurm import SlurmOptions
 
     count = _number("--nodes", nodes, int, "2")
-    return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()))
+    return SlurmOptions(1 if count is None else count, partition, account, time, tuple(slurm_arg or ()),
+                        _number("--gpus-per-node", gpus_per_node, int, "8"), node_runtime or "host")
 
 
 RUN_HELP = {
@@ -132,13 +138,14 @@ RESCUE_HELP = ("after a cell hangs or fails, try the rescue ladder (matrix.yaml 
                "the budget is spent")
 
 
-def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg, gpus, ranks, retries, control,
-                rescue, resume, timeout, jobs, dry_run, json, rebuild, wheelhouse, ca_bundle, results, run_id, verbose,
-                cell=None):
+def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime, gpus,
+                ranks, retries, control, rescue, resume, timeout, jobs, dry_run, json, rebuild, wheelhouse, ca_bundle,
+                results, run_id, verbose, cell=None):
     """`matrix` and `rescue`: their flags as MatrixOptions, then the run (`rescue`: of one cell by its id)."""
     def run() -> int:
         options = _commands().MatrixOptions(
-            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg), gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime),
+            gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), control=control, rescue=rescue, resume=resume,
             timeouts=tuple(timeout or ()), jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
@@ -164,14 +171,15 @@ def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg
 def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", control="failing", rescue=False, resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False,
            wheelhouse=None, ca_bundle=None, results=None, run_id=None, verbose=False, nodes=None, partition=None,
-           account=None, time=None, slurm_arg=None):
+           account=None, time=None, slurm_arg=None, gpus_per_node=None, node_runtime=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
     selection = _selection(matrix, only, exclude)
     if list:
         _exit(guarded(lambda: _commands().list_cells(selection, as_json=json)))
         return
     _run_matrix(selection, engine=engine, nodes=nodes, partition=partition, account=account, time=time,
-                slurm_arg=slurm_arg, gpus=gpus, ranks=ranks, retries=retries, control=control, rescue=rescue,
+                slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus, ranks=ranks,
+                retries=retries, control=control, rescue=rescue,
                 resume=resume, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose)
 
@@ -182,10 +190,12 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 )
 def rescue(c, cell, matrix=None, json=False, gpus=None, engine=None, ranks=None, retries="0", control="failing",
            timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None, results=None,
-           run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None, slurm_arg=None):
+           run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
+           gpus_per_node=None, node_runtime=None):
     """Run one cell and, when it hangs or fails, the rescue search: the smallest NCCL change that makes it pass."""
     _run_matrix(_selection(matrix, (), ()), engine=engine, nodes=nodes, partition=partition, account=account,
-                time=time, slurm_arg=slurm_arg, gpus=gpus, ranks=ranks, retries=retries, control=control, rescue=True,
+                time=time, slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus,
+                ranks=ranks, retries=retries, control=control, rescue=True,
                 resume=False, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose, cell=cell)
 
@@ -241,10 +251,16 @@ def publish(c, run=None, to=None, results=None):
     _exit(guarded(lambda: _commands().publish(run, Path(to), res)))
 
 
-@task(help={"gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm"})
-def doctor(c, gpus=None, engine=None):
-    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them."""
-    _exit(guarded(lambda: _commands().doctor(gpus, engine)))
+@task(iterable=["slurm_arg"], help={
+    "gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm", **SLURM_HELP,
+    "results": "results folder (slurm: checked to be seen by every node; default: results/)"})
+def doctor(c, gpus=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
+           gpus_per_node=None, node_runtime=None, results=None):
+    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them
+    (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
+    _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg,
+                                                                               gpus_per_node, node_runtime),
+                                             _results(results))))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})

@@ -78,6 +78,10 @@ EOF
   echo "$tag"
 }
 
+ip_of() {  # $1 container, $2 network
+  docker inspect -f "{{(index .NetworkSettings.Networks \"$2\").IPAddress}}" "$1"
+}
+
 write_conf() {  # $1 name, $2 controller address, $3 file
   cat >"$3" <<EOF
 # written by nccl-harness scripts/slurm-cluster.sh: two nodes in containers (slurm.conf(5), Slurm 22.05)
@@ -94,7 +98,10 @@ SlurmdPidFile=/var/run/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 $(slurm_conf_timers)
-NodeName=$1-n[1-2] CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+# NodeAddr: this host resolves no container's name, and its srun (`srun --jobid=J --overlap`, the harness's
+# forensics on every node) talks to each slurmd directly, as a login node does on a cluster
+NodeName=$1-n1 NodeAddr=$(ip_of "$1-n1" "$1-net") CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+NodeName=$1-n2 NodeAddr=$(ip_of "$1-n2" "$1-net") CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
 PartitionName=nodes Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 }
@@ -142,7 +149,7 @@ up() {
   trap 'down "$name"' EXIT  # a failure on the way up leaves nothing behind
   docker network create --label "$LABEL=$name" "$name-net" >/dev/null
   for c in ctl n1 n2; do start_container "$name-$c" "$image" "$name-net" "$shared" "$conf"; done
-  ctl_ip=$(docker inspect -f "{{(index .NetworkSettings.Networks \"$name-net\").IPAddress}}" "$name-ctl")
+  ctl_ip=$(ip_of "$name-ctl" "$name-net")
   write_conf "$name" "$ctl_ip" "$conf/slurm.conf"
   for c in "" ctl n1 n2; do start_munged "${c:+$name-$c}"; done
   docker exec "$name-ctl" slurmctld

@@ -78,6 +78,13 @@ CASES = [
     (["matrix", "--engine", "slurm", "--time", "soon"], ["--time 'soon'", "0:30:00"]),
     (["matrix", "--engine", "slurm", "--partition", "a b"], ["--partition 'a b'"]),
     (["matrix", "--engine", "slurm", "--slurm-arg", "exclusive"], ["--slurm-arg 'exclusive'", "--exclusive"]),
+    (["matrix", "--engine", "slurm", "--gpus-per-node", "0"], ["--gpus-per-node 0", "at least 1"]),
+    (["matrix", "--engine", "slurm", "--gpus-per-node", "all"], ["--gpus-per-node 'all'", "a whole number"]),
+    (["matrix", "--engine", "slurm", "--gpus-per-node", "4", "--gpus", "0,1"], ["--gpus 0,1 and --gpus-per-node 4",
+                                                                                "--gpus-per-node alone"]),
+    (["matrix", "--engine", "slurm", "--slurm-arg=--gpus-per-node=4"], ["--gpus-per-node", "the harness's own"]),
+    (["matrix", "--gpus-per-node", "4"], ["--gpus-per-node", "for the slurm engine", "--engine slurm"]),
+    (["doctor", "--engine", "host", "--gpus-per-node", "4"], ["--gpus-per-node", "for the slurm engine"]),
     # selection and files
     (["matrix", "--only", "bogus=1"], ["--only 'bogus=1'", "not a cell key"]),
     (["matrix", "--exclude", "torhc=2.5"], ["--exclude 'torhc=2.5'", "did you mean `torch`?"]),

@@ -250,14 +250,17 @@ def test_the_engine_checks_the_controller_and_the_partition(slurm_cluster):
 
 @pytest.mark.slurm
 def test_a_job_that_cannot_start_is_an_infra_error_with_slurms_reason(slurm_cluster, tmp_path):
-    """Two nodes asked of the one-node Slurm: sbatch accepts the job, which pends (PartitionNodeLimit)."""
+    """More nodes than the one-node Slurm has: sbatch accepts the job, which pends (PartitionNodeLimit). The
+    first such job is the shared-folder probe at the start of the run, so the run stops there, before any
+    cell, with Slurm's reason (a cell's own job would be an INFRA-ERROR cell for the same reason)."""
     nodes = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, check=True).stdout.split()
     proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes",
                            str(sum(int(n) for n in nodes) + 1), "--only", "*acc1.15.0+default", "--results",
                            str(tmp_path), "--run-id", "t-pending"], cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stderr[-3000:]
-    assert "INFRA-ERROR" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
+    assert "cannot start as asked" in proc.stderr and "PartitionNodeLimit" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
     _no_jobs_of("t-pending")
 
 
@@ -302,3 +305,200 @@ def test_the_dry_run_prints_the_job_script_and_the_sbatch_line(slurm_cluster, tm
     assert "srun --ntasks-per-node=1" in proc.stdout and "--nproc_per_node 2" in proc.stdout
     assert "sbatch --parsable" in proc.stdout and "--nodes=2" in proc.stdout and "--partition=debug" in proc.stdout
     assert not list(tmp_path.iterdir()) and not [j for j in slurm.queued() if "torchrun" in j[1]]  # nothing ran
+
+
+@pytest.mark.parametrize("output, works, said", [
+    ('{"torch": "2.13.0+cpu", "accelerate": "1.15.0", "nccl": null, "gpus": 0, "python": "3.11.7"}\n', True,
+     "python 3.11.7, torch 2.13.0+cpu, accelerate 1.15.0, NCCL - (no GPU), 0 GPU(s)"),
+    ('{"torch": "2.11.0", "accelerate": "1.15.0", "nccl": "2.28.9", "gpus": 8, "python": "3.12.3"}', True,
+     "python 3.12.3, torch 2.11.0, accelerate 1.15.0, NCCL 2.28.9, 8 GPU(s)"),
+    ('{"error": "ModuleNotFoundError: No module named \'torch\'"}', False, "ModuleNotFoundError: No module named 'torch'"),
+    ("bash: /opt/py/bin/python3: No such file or directory\n", False, "bash: /opt/py/bin/python3: No such file or directory"),
+    ("", False, "no output"),
+])
+def test_a_nodes_runtime_answer_is_its_versions_or_what_went_wrong(output, works, said):
+    assert slurm.runtime_answer(output) == (works, said)
+
+
+@pytest.mark.slurm
+def test_doctor_checks_the_shared_folder_and_the_runtime_on_the_node(slurm_cluster, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "doctor", "--engine", "slurm", "--results", str(tmp_path)],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    lines = {line.split()[1]: line for line in proc.stdout.splitlines() if line.startswith(("ok", "FAIL"))}
+    assert lines["shared"].startswith("ok") and "seen by every node" in lines["shared"], proc.stdout
+    assert lines["node"].startswith("ok") and "torch 2.13.0" in lines["node"] and "accelerate" in lines["node"], proc.stdout
+    assert not list(tmp_path.iterdir())  # the probe's files are gone
+    _no_jobs_of("node-probe")
+
+
+# ------------------------------------------------------------------------------------ --gpus-per-node
+# No GPU machine here has Slurm: these are the job's words, checked as the nodes' shell would run them.
+GPU = matrix.load(matrix.DEFAULT_GPU_MATRIX)
+
+
+def _gpu_spec(tmp_path: Path, launcher: str) -> tuple[SlurmEngine, object]:
+    from harness import runner
+
+    engine = SlurmEngine(SlurmOptions(nodes=2, gpus_per_node=4, partition="gpu"))
+    cell = next(c for c in GPU.runnable if not c.stack.is_cpu and c.launcher == launcher)
+    opts = runner.RunOptions("r1", tmp_path, (), 2)  # --gpus-per-node: no host GPU ids, Slurm picks the nodes'
+    return engine, runner.spec_for(cell, GPU, engine, opts, "", 1, tmp_path / "attempt-1")
+
+
+@pytest.mark.parametrize("launcher, per_node_flag, per_node", [("accelerate", "--num_processes", "8"),
+                                                               ("torchrun", "--nproc_per_node", "4")])
+def test_gpus_per_node_gives_each_node_that_many_ranks(tmp_path, launcher, per_node_flag, per_node):
+    engine, spec = _gpu_spec(tmp_path, launcher)
+    assert spec.launch.ranks == 8 and spec.launch.device == "cuda"  # world = nodes x G
+    script = slurm.batch_script(spec.launch)
+    assert launch.shell_line([per_node_flag, per_node]) in script
+    argv = engine.sbatch_argv(spec, tmp_path / "job.sh")
+    assert "--nodes=2" in argv and "--gpus-per-node=4" in argv and "--ntasks-per-node=1" in argv
+    # Slurm sets each node's CUDA_VISIBLE_DEVICES; the harness names no GPU of its own host
+    assert "CUDA_VISIBLE_DEVICES" not in host.host_env(spec)
+    assert "CUDA_VISIBLE_DEVICES" not in engine.equivalent(spec)
+
+
+def test_gpus_per_node_is_in_the_rerun_flags_and_the_recorded_facts():
+    opts = SlurmOptions(nodes=2, gpus_per_node=4, partition="gpu").check()
+    assert opts.flags() == ["--nodes=2", "--gpus-per-node=4", "--partition=gpu"]
+    assert SlurmEngine(opts).facts()["gpus_per_node"] == 4
+    assert SlurmOptions(nodes=2).flags() == ["--nodes=2"]  # CPU runs: unchanged
+
+
+def test_cpu_cells_keep_their_ranks_under_gpus_per_node(tmp_path):
+    engine = SlurmEngine(SlurmOptions(nodes=2, gpus_per_node=4))
+    assert engine.launch(_cell("torchrun"), CPU, ranks=2, out=tmp_path).ranks == 2
+
+
+# ------------------------------------------------------------------------------------ --node-runtime
+class InContainers:
+    """Signals a rank by the pid it wrote (its container's), through the host pid of the cell's process
+    that has that pid inside (collector.py reads NSpid the same way)."""
+
+    def __init__(self) -> None:
+        self.running = None
+
+    def __call__(self, running) -> None:
+        self.running = running
+
+    def signal(self, pid: int, sig: str) -> None:
+        from harness.engines import collector
+
+        for p in host.tagged(self.running.token):
+            if collector._inner_pid(p.pid) == pid and p.cmd.split()[1:2] == ["-u"]:  # the rank, not its init
+                os.kill(p.pid, getattr(signal, f"SIG{sig}"))
+                return
+        raise AssertionError(f"no rank with pid {pid} in the cell's containers")
+
+
+@pytest.mark.slurm
+def test_a_stopped_rank_in_a_docker_container_on_the_node_is_a_hang_and_no_container_is_left(slurm_cluster, engine,
+                                                                                                 cpu_image, tmp_path):
+    """--node-runtime docker on the one-node Slurm (its node is this host, whose engine has the cell's image):
+    the ranks run in the image, the stopped one is found in its container on the node by the collector,
+    and the container is removed on the node before the job is cancelled."""
+    from harness import outcome, supervise
+    from harness.engines.docker import LABEL_RUN
+
+    from .conftest import Fault
+    from .test_supervise import TIMEOUTS, _spec
+
+    slurm_engine = SlurmEngine(SlurmOptions(runtime="docker"))
+    spec = _spec(slurm_engine, tmp_path / "docker-stop", ("--hold-at", "prepare"), image=cpu_image)
+    fault, ranks = Fault(spec.out_dir, 1, "prepare", "STOP"), InContainers()
+    record = supervise.supervise(slurm_engine, spec, TIMEOUTS, on_event=fault,
+                                 on_start=lambda running: (ranks(running), fault.start(ranks)))
+    result = outcome.classify(record.to_json())
+    assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1], result
+    node = record.ranks["1"]["placement"]["node"]  # Slurm's variables reached the rank in its container
+    stopped = [line.split() for line in record.forensics["processes"].splitlines() if line.startswith(f"{node}: ")]
+    assert [w for w in stopped if w[2] == "T" and "/opt/harness/workload/run.py" in w], record.forensics["processes"]
+    assert "Thread" in record.forensics["stacks"]["0"]  # rank 0 answered SIGUSR1 in its container
+    assert record.leftovers == [] and engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
+    _no_jobs_of("docker-stop")
+
+
+def test_each_node_runtime_has_its_exact_srun_step(tmp_path):
+    """podman and pyxis cannot run here (no podman, no pyxis plugin): their job lines, word for word."""
+    from harness import runner
+    from harness.engines import noderuntime
+
+    cell = next(c for c in CPU.cells if c.launcher == "torchrun" and c.variant.name == "default")
+    opts = runner.RunOptions("r1", tmp_path, (), 2)
+    steps = {}
+    for runtime in noderuntime.RUNTIMES:
+        engine = SlurmEngine(SlurmOptions(nodes=2, runtime=runtime))
+        spec = runner.spec_for(cell, CPU, engine, opts, "img:1", 1, tmp_path / "a1")
+        steps[runtime] = noderuntime.node_step(runtime, spec, "own/er", ("HARNESS_CELL_TOKEN",))
+        assert f"--node-runtime={runtime}" in engine.options.flags() or runtime == "host"
+    out = str(tmp_path / "a1")
+    assert steps["host"].words[0] == sys.executable and steps["host"].srun_flags == ()
+    podman = list(steps["podman"].words)
+    assert podman[:5] == ["podman", "run", "--rm", "--network=host", "--init"]
+    assert podman[podman.index("-v") + 1] == f"{Path(out).resolve()}:/out"
+    assert ["-e", "HARNESS_CELL_TOKEN"] == podman[podman.index("HARNESS_CELL_TOKEN") - 1:podman.index("HARNESS_CELL_TOKEN") + 1]
+    assert podman[podman.index("img:1") + 1:][:3] == ["python", "-m", "torch.distributed.run"]
+    assert steps["docker"].words[1:] == steps["podman"].words[1:]  # the same container, declared once
+    assert steps["pyxis"].srun_flags == ("--container-image=img:1", f"--container-mounts={out}:/out",
+                                         "--container-workdir=/opt/harness")
+    assert steps["pyxis"].words[:3] == ("python", "-m", "torch.distributed.run") and "/out" in steps["pyxis"].words
+    script = slurm.batch_script(steps["pyxis"])
+    assert "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 --container-image=img:1 " in script
+    assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
+    assert noderuntime.remove_line("podman", spec).startswith("podman ps -aq --filter label=io.nccl-harness.run=r1 ")
+
+
+def test_a_gpu_cell_in_a_node_container_gets_the_nodes_gpus(tmp_path):
+    engine, spec = _gpu_spec(tmp_path, "torchrun")
+    from harness.engines import noderuntime
+
+    docker_words = noderuntime.node_step("docker", spec, "own/er", ()).words
+    podman_words = noderuntime.node_step("podman", spec, "own/er", ()).words
+    assert docker_words[docker_words.index("--gpus"):][:2] == ("--gpus", "all")
+    assert podman_words[podman_words.index("--device"):][:2] == ("--device", "nvidia.com/gpu=all")
+    assert "CUDA_VISIBLE_DEVICES" in docker_words  # Slurm's choice of the node's GPUs, passed through
+
+
+RANK_LIKE = """
+import faulthandler, os, signal, sys, time
+faulthandler.register(signal.SIGUSR1, file=open(sys.argv[1] + "/stacks-rank3.txt", "w"), all_threads=True)
+open(sys.argv[1] + "/pid-rank3", "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def test_the_collector_finds_a_rank_by_its_token_and_dumps_it_where_it_runs(tmp_path):
+    """collector.py as a node runs it (python -c, its source only), on a real process of this machine that
+    carries a cell's token and RANK=3, as a launcher's rank does; another process with RANK=3 but another
+    token is not touched."""
+    import uuid
+
+    token = uuid.uuid4().hex
+    rank = subprocess.Popen([sys.executable, "-c", RANK_LIKE, str(tmp_path)],
+                            env={**os.environ, host.TOKEN_VAR: token, "RANK": "3"})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**os.environ, host.TOKEN_VAR: "another", "RANK": "3"})
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "pid-rank3").exists():
+            assert time.monotonic() < deadline, "the rank never wrote its pid"
+            time.sleep(0.05)
+        done = subprocess.run([sys.executable, "-c", slurm.COLLECTOR.read_text(), f"{host.TOKEN_VAR}={token}",
+                               str(tmp_path)], env={**os.environ, "SLURMD_NODENAME": "node-x"}, timeout=60)
+        assert done.returncode == 0
+        found = json.loads((tmp_path / "node-forensics" / "node-x.json").read_text())
+        assert found["node"] == "node-x" and found["ranks"] == {"3": rank.pid}
+        assert [p["pid"] for p in found["processes"]] == [rank.pid]
+        deadline = time.monotonic() + 10
+        while "most recent call first" not in (tmp_path / "stacks-rank3.txt").read_text():  # it answered SIGUSR1
+            assert time.monotonic() < deadline, "no thread dump after SIGUSR1"
+            time.sleep(0.05)
+        if found["py_spy_path"]:
+            assert "Process " + str(rank.pid) in found["py_spy"]["3"], found["py_spy"]
+        assert other.poll() is None  # not the cell's: never signalled
+    finally:
+        rank.kill()
+        other.kill()

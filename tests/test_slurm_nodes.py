@@ -75,6 +75,15 @@ def test_a_rank_stopped_on_its_node_is_a_hang_naming_the_rank_and_the_node(slurm
     assert result.status == "hang" and result.phase == "prepare", result
     assert result.detail["ranks_behind"] == [1]
     assert f"rank 1 on {slurm_nodes.nodes[1]}" in result.reason and "stopped" in result.reason, result.reason
+    # forensics from where each rank runs (collector.py through srun --overlap on every node): the stopped
+    # rank's state on its node and py-spy's dump of it there; the other node's rank answered SIGUSR1
+    n1, n2 = slurm_nodes.nodes
+    stopped = [line for line in record.forensics["processes"].splitlines()
+               if line.startswith(f"{n2}: ") and line.split()[1] == str(record.ranks["1"]["pid"])]
+    assert stopped and stopped[0].split()[2] == "T", record.forensics["processes"]
+    assert record.forensics["py_spy"]["1"].startswith(f"[{n2}]"), record.forensics["py_spy"]
+    assert "Thread" in record.forensics["stacks"]["0"], record.forensics["stacks"]["0"]  # faulthandler on n1
+    assert (spec.out_dir / "node-forensics" / f"{n2}.json").is_file()
     assert record.leftovers == []
     _nothing_left(slurm_nodes, str(spec.out_dir))
 
@@ -89,3 +98,27 @@ def test_a_results_folder_the_nodes_do_not_share_stops_the_run_with_exit_4(slurm
     assert "Fix: --results DIR on storage that every node mounts at the same path" in proc.stderr
     assert "Traceback" not in proc.stderr and not list((tmp_path / "t-local").glob("cells/*"))  # no cell ran
     _nothing_left(slurm_nodes, "t-local")
+
+
+def _doctor(cluster, results: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "doctor", "--engine", "slurm", "--nodes", "2", "--results",
+                           str(results)], cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=300)
+
+
+def test_doctor_sees_the_shared_folder_and_the_runtime_from_each_node(slurm_nodes):
+    proc = _doctor(slurm_nodes, slurm_nodes.shared / "doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    n1, n2 = slurm_nodes.nodes
+    assert f"seen by every node ({n1}, {n2})" in proc.stdout, proc.stdout
+    runtime = next(line for line in proc.stdout.splitlines() if "node runtime" in line)
+    assert runtime.startswith("ok") and f"{n1}: python" in runtime and f"{n2}: python" in runtime, runtime
+    _nothing_left(slurm_nodes, "node-probe")
+
+
+def test_doctor_says_a_folder_the_nodes_do_not_see_with_exit_4(slurm_nodes, tmp_path):
+    proc = _doctor(slurm_nodes, tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr[-2000:]
+    shared = next(line for line in proc.stdout.splitlines() if "shared results folder" in line)
+    assert shared.startswith("FAIL") and f"the results folder {tmp_path} is not shared by every node" in shared
+    assert "Traceback" not in proc.stderr
+    _nothing_left(slurm_nodes, "node-probe")

@@ -22,7 +22,8 @@ def choose(choice: str | None, progress: Progress, slurm: SlurmOptions | None = 
         raise HarnessError(f"--engine {choice}: unknown engine{f'; did you mean {guess}?' if guess else '.'} "
                            "Fix: use --engine docker, --engine host or --engine slurm.")
     if slurm is not None and choice != "slurm":
-        raise HarnessError("--nodes, --partition, --account, --time and --slurm-arg are for the slurm engine. "
+        raise HarnessError("--nodes, --gpus-per-node, --node-runtime, --partition, --account, --time and --slurm-arg are for "
+                           "the slurm engine. "
                            "Fix: add --engine slurm, or leave them out.")
     if choice == "slurm":
         return SlurmEngine(slurm or SlurmOptions())

@@ -63,6 +63,11 @@ class Running(Protocol):
     def process_list(self) -> str:
         """The cell's processes with their state (R, S, T for stopped...), for forensics."""
 
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        """Where the ranks run on other machines (slurm): SIGUSR1 to every rank there (its threads land in
+        the attempt folder) and py-spy's dumps by rank; None: the supervisor does it through signal() and
+        native_dump() (every rank is reachable from here)."""
+
     def output_tail(self, lines: int = 80) -> str:
         """The end of the launcher's merged stdout/stderr."""
 
@@ -79,8 +84,9 @@ class Engine(Protocol):
     def facts(self) -> dict:
         """What run.json records about the engine (name, version, runtimes...)."""
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
-        """Everything this engine needs for a run, for `invoke doctor`."""
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+        """Everything this engine needs for a run, for `invoke doctor` (slurm: `results_dir` is where the
+        nodes' probe job writes, to check that every node sees it)."""
 
     def preflight(self, progress: "Progress") -> None:
         """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""

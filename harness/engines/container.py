@@ -33,6 +33,13 @@ class ContainerConfig:
     gpus: tuple[str, ...] = ()
     gpu_capabilities: tuple[str, ...] = ("gpu",)
     workdir: str = WORKDIR
+    # on a Slurm node (engines/noderuntime.py): the node's network (ranks meet at the first node's
+    # address), an init that passes scancel's signals on, labels to find it by, and variables passed
+    # through from the node's task (Slurm's, the cell's token) by name
+    network: str | None = None
+    init: bool = False
+    labels: tuple[tuple[str, str], ...] = ()
+    passthrough: tuple[str, ...] = ()
 
     @property
     def memlock_unlimited(self) -> bool:
@@ -60,7 +67,16 @@ class ContainerConfig:
 
     def docker_run(self) -> str:
         """The same container as a `docker run` line (minus name and labels), for people to paste."""
-        argv = ["docker", "run", "--rm"]
+        return shlex.join(self.run_argv())
+
+    def run_argv(self, program: str = "docker", devices: tuple[str, ...] = ()) -> list[str]:
+        """The `docker run` (or `podman run`: the same flags) words; `devices`: more words before the image
+        (a Slurm node's GPUs)."""
+        argv = [program, "run", "--rm"]
+        argv += [f"--network={self.network}"] if self.network else []
+        argv += ["--init"] if self.init else []
+        for key, value in self.labels:
+            argv += ["--label", f"{key}={value}"]
         argv += [f"--shm-size={self.shm_size}"] if self.shm_size else ["--ipc=host"]
         for cap in self.cap_add:
             argv += ["--cap-add", cap]
@@ -74,7 +90,9 @@ class ContainerConfig:
             argv += ["--ulimit", "memlock=-1:-1"]
         for key, value in self.env:
             argv += ["-e", f"{key}={value}"]
-        return shlex.join(argv + [self.image, *self.command])
+        for key in self.passthrough:
+            argv += ["-e", key]
+        return argv + [*devices, self.image, *self.command]
 
 
 def container_config(spec: CellSpec) -> ContainerConfig:

@@ -220,6 +220,11 @@ class DockerEngine:
     # ------------------------------------------------------------ the engine interface (engines/base.py)
     builds_images = True
 
+    @property
+    def builder(self) -> "DockerEngine":
+        """The engine that builds the cells' images (the slurm engine's with a container node runtime too)."""
+        return self
+
     def facts(self) -> dict:
         try:
             version, details = self.client.version(), self.client.info()
@@ -266,7 +271,7 @@ class DockerEngine:
     def equivalent(self, spec: CellSpec) -> str:
         return container_config(spec).docker_run()
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
         version, info = self.client.version(), self.client.info()
         runtimes = sorted(info.get("Runtimes", {}))
         has_nvidia = "nvidia" in runtimes
@@ -387,6 +392,9 @@ class DockerRunning:
         except docker.errors.APIError as exc:
             return f"(docker top failed: {_short(exc)})"
         return "\n".join(" ".join(row) for row in [top.get("Titles", [])] + top.get("Processes", []))
+
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        return None  # every rank is in this container: signal() and native_dump() reach it
 
     def output_tail(self, lines: int = 80) -> str:
         try:

@@ -112,6 +112,9 @@ class Tagged:
     def process_list(self) -> str:
         return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in tagged(self.token))
 
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        return None  # every rank is on this machine: signal() and native_dump() reach it
+
     def output_tail(self, lines: int = 80) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -243,7 +246,7 @@ class HostEngine:
     def facts(self) -> dict:
         return {"name": self.name, "python": self.python, "flags": ["--engine", "host"]}
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
         try:
             stack = host_stack(self.python)
         except HarnessError as exc:

@@ -8,11 +8,13 @@ The job's state comes from `scontrol show job` (accounting storage, and so `sacc
 configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it. Jobs
 are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
 watchdog and the sweep (harness/reaper.py) cancel the jobs of a harness that died.
-This slice runs and signals ranks on this machine's node only; see README "Slurm" for what is not yet
-supported (containers on the nodes, forensics on other nodes, pending-reason verdicts)."""
+With --node-runtime docker|podman|pyxis the ranks run in the cell's image on each node (noderuntime.py);
+forensics of a hung cell are taken on every node by collector.py through `srun --jobid=J --overlap`.
+See README "Slurm" for what was not run here (GPU nodes, IB, podman, pyxis)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -26,11 +28,13 @@ from typing import Iterator
 
 from .. import launch as launch_mod
 from .. import owner, proc, results
-from ..errors import HarnessError, InfraError
+from ..errors import HarnessError, InfraError, closest
 from ..matrix import Cell, Matrix
 from ..progress import Progress
 from .base import CellSpec, Check
+from .docker import DockerEngine
 from .host import TOKEN_VAR, HostEngine, Tagged, cell_env, env_line, kill_all, tagged
+from .noderuntime import CONTAINED, RUNTIMES, NodeStep, node_step, remove_line
 
 FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
 JOB_PREFIX = "nccl-harness-"
@@ -50,18 +54,81 @@ PROBE_S = 120.0  # the shared-folder probe: one `echo` per node, once it runs
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What the nodes of a probe job wrote into the results folder: node name -> its output."""
+
+    job_id: str
+    nodelist: str
+    nodes: int
+    seen: dict[str, str]
+
+    @property
+    def shared(self) -> bool:
+        return len(self.seen) >= self.nodes
+
+    def not_shared(self, folder: Path) -> str:
+        return (f"the results folder {folder} is not shared by every node: of the {self.nodes} node(s) of probe job "
+                f"{self.job_id} ({self.nodelist}), {len(self.seen)} wrote into it ({', '.join(self.seen) or 'none'}). "
+                "The ranks write their events there and this host follows them. Fix: --results DIR on storage that "
+                "every node mounts at the same path (NFS, Lustre, GPFS; often /home or /scratch on a cluster).")
+
+
+# Run on a node by the nodes' Python (argv[1]: the workload's run.py): the workload package imports as the
+# ranks import it, then torch and accelerate; one JSON line of versions, or the error.
+RUNTIME_PROBE = """import json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))))
+try:
+    import workload.main, torch, accelerate
+    nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    print(json.dumps({"torch": torch.__version__, "accelerate": accelerate.__version__,
+                      "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl,
+                      "gpus": torch.cuda.device_count(), "python": sys.version.split()[0]}))
+except Exception as exc:
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+"""
+
+
+def runtime_answer(text: str) -> tuple[bool, str]:
+    """A node's RUNTIME_PROBE output as (works, what it said in a few words)."""
+    lines = text.strip().splitlines()
+    try:
+        facts = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        facts = {}
+    if isinstance(facts, dict) and "runtime" in facts:
+        return True, str(facts["runtime"])[:300]
+    if not isinstance(facts, dict) or "torch" not in facts:
+        said = facts.get("error") if isinstance(facts, dict) and facts.get("error") else (lines[-1] if lines else "no output")
+        return False, str(said)[:300]
+    return True, (f"python {facts.get('python')}, torch {facts['torch']}, accelerate {facts.get('accelerate')}, "
+                  f"NCCL {facts.get('nccl') or '- (no GPU)'}, {facts.get('gpus', 0)} GPU(s)")
+
+
+@dataclass(frozen=True)
 class SlurmOptions:
-    """The --nodes, --partition, --account, --time and --slurm-arg flags, checked."""
+    """The --nodes, --partition, --account, --time, --slurm-arg and --gpus-per-node flags, checked."""
 
     nodes: int = 1
     partition: str | None = None
     account: str | None = None
     time: str | None = None
     extra: tuple[str, ...] = ()
+    gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
+    runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
 
     def check(self) -> "SlurmOptions":
         if self.nodes < 1:
             raise HarnessError(f"--nodes {self.nodes}: must be at least 1. Fix: e.g. --nodes 2.")
+        if self.runtime not in RUNTIMES:
+            guess = closest(self.runtime, RUNTIMES)
+            raise HarnessError(f"--node-runtime {self.runtime}: unknown{f'; did you mean {guess}?' if guess else '.'} "
+                               f"Fix: one of {', '.join(RUNTIMES)} (host: the nodes' own Python stack).")
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise HarnessError(f"--gpus-per-node {self.gpus_per_node}: must be at least 1. Fix: e.g. --gpus-per-node 8, "
+                               "or leave it out for CPU cells.")
+        if any(a.split("=", 1)[0] in ("--gpus-per-node", "--nodes", "--ntasks-per-node") for a in self.extra):
+            raise HarnessError(f"--slurm-arg {' '.join(self.extra)}: --nodes, --ntasks-per-node and --gpus-per-node are "
+                               "the harness's own (they decide the ranks). Fix: use the flags --nodes and --gpus-per-node.")
         for flag, value in (("--partition", self.partition), ("--account", self.account)):
             if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
                 raise HarnessError(f"{flag} {value!r}: not a Slurm name (letters, digits, _ . -). Fix: e.g. {flag} debug.")
@@ -76,15 +143,17 @@ class SlurmOptions:
 
     def flags(self) -> list[str]:
         """These options as `invoke matrix` flags (the report's Rerun line)."""
-        named = (("--nodes", str(self.nodes)), ("--partition", self.partition), ("--account", self.account),
-                 ("--time", self.time))
-        return [f"{k}={v}" for k, v in named if v is not None] + [f"--slurm-arg={a}" for a in self.extra]
+        gpus = None if self.gpus_per_node is None else str(self.gpus_per_node)
+        named = (("--nodes", str(self.nodes)), ("--gpus-per-node", gpus), ("--partition", self.partition),
+                 ("--account", self.account), ("--time", self.time))
+        runtime = [f"--node-runtime={self.runtime}"] if self.runtime != "host" else []
+        return [f"{k}={v}" for k, v in named if v is not None] + runtime + [f"--slurm-arg={a}" for a in self.extra]
 
     def sbatch_args(self) -> list[str]:
         """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
         args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
-        args += [f"--{k}={v}" for k, v in (("partition", self.partition), ("account", self.account),
-                                           ("time", self.time)) if v is not None]
+        args += [f"--{k}={v}" for k, v in (("gpus-per-node", self.gpus_per_node), ("partition", self.partition),
+                                           ("account", self.account), ("time", self.time)) if v is not None]
         return args + list(self.extra)
 
 
@@ -92,16 +161,20 @@ def job_name(run_id: str, cell_id: str) -> str:
     return f"{JOB_PREFIX}{run_id}-{cell_id}"
 
 
-def batch_script(launch: launch_mod.Launch) -> str:
+def batch_script(step: launch_mod.Launch | NodeStep) -> str:
     """The job's script: the rendezvous address (the allocation's first node) and a port of this job,
-    then one launcher per node through srun; the launcher's exit code is the job's."""
+    then one launcher per node through srun (in the node runtime's container, when it has one); the
+    launcher's exit code is the job's."""
+    if isinstance(step, launch_mod.Launch):
+        step = NodeStep((), step.argv)
     return "\n".join([
         "#!/bin/bash",
         "# written by nccl-harness (harness/engines/slurm.py): one launcher per node",
         'HARNESS_RDZV_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "HARNESS_RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))  # two jobs on one node meet on two ports",
         "export HARNESS_RDZV_ADDR HARNESS_RDZV_PORT",
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + launch_mod.shell_line(launch.argv))}",
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {''.join(shlex.quote(f) + ' ' for f in step.srun_flags)}"
+        f"bash -c {shlex.quote('exec ' + launch_mod.shell_line(step.words))}",
         "",
     ])
 
@@ -155,15 +228,58 @@ def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
         time.sleep(0.5)
 
 
+COLLECTOR = Path(__file__).with_name("collector.py")
+COLLECT_S = 60.0  # the collector's srun: py-spy takes 20 s at most per rank
+
+
 class SlurmRunning(Tagged):
     """A submitted job; its ranks on this machine are found by their token (Slurm exports the
-    submission's environment to every task)."""
+    submission's environment to every task); forensics on every node go through collector.py."""
 
-    def __init__(self, job_id: str, log: Path, token: str) -> None:
+    def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3",
+                 remove: str | None = None) -> None:
         super().__init__(log, token)
-        self.job_id = job_id
+        self.job_id, self.out, self.python, self.remove = job_id, out, python, remove
         self.state: dict[str, str] | None = {}
         self.checked = 0.0
+        self.found: list[dict] | None = None  # the collector's findings, once per attempt
+
+    def on_every_node(self, words: list[str], log: Path | None = None) -> None:
+        """`words` once on every node of the running job, beside its ranks (`srun --overlap`)."""
+        nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+        try:
+            proc.run(["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1", *words],
+                     timeout=COLLECT_S, log=log)
+        except HarnessError:
+            pass  # no srun here: what this machine sees is all there is
+
+    def on_nodes(self) -> list[dict]:
+        """collector.py on every node of the job, one task each beside the ranks (`srun --overlap`): the
+        cell's processes there, SIGUSR1 and py-spy to its ranks; what each node found. A collector that
+        could not run leaves its node out (the record then has only what this machine saw)."""
+        if self.found is None and self.out is not None:
+            self.on_every_node([self.python, "-c", COLLECTOR.read_text(), f"{TOKEN_VAR}={self.token}", str(self.out)],
+                               self.out / "node-forensics.log")
+            self.found = []
+            for path in sorted((self.out / "node-forensics").glob("*.json")):
+                try:
+                    self.found.append(json.loads(path.read_text()))
+                except (OSError, ValueError):
+                    continue
+        return self.found or []
+
+    def process_list(self) -> str:
+        found = self.on_nodes()
+        if not found:
+            return super().process_list()
+        return "\n".join(f"{node['node']}: {p['pid']:>8} {p['state']} {p['cmd'][:200]}"
+                         for node in found for p in node.get("processes", []))
+
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        found = self.on_nodes()
+        if not found:
+            return None  # no collector ran: this machine's ranks, as the host engine does
+        return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
 
     def job(self) -> dict[str, str] | None:
         now = time.monotonic()
@@ -180,7 +296,16 @@ class SlurmRunning(Tagged):
         return exit_code(job)
 
     def kill(self) -> None:
-        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine."""
+        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine. A
+        node runtime's containers are removed on every node first: a killed `docker run` leaves its
+        container running, and once the job is gone srun can no longer reach its nodes."""
+        if self.remove:
+            try:
+                running = (self.job() or {}).get("JobState") == "RUNNING"
+            except HarnessError:
+                running = False  # the controller did not answer: scancel and the sweep still follow
+            if running:
+                self.on_every_node(["bash", "-c", self.remove])
         cancel([self.job_id])
         kill_all(lambda: tagged(self.token))
 
@@ -218,11 +343,39 @@ class SlurmEngine(HostEngine):
 
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
+        self._builder: DockerEngine | None = None
+
+    # ---- the cells' images, with a container runtime on the nodes: built here by the docker engine
+    @property
+    def builds_images(self) -> bool:  # type: ignore[override]
+        return self.options.runtime != "host"
+
+    @property
+    def builder(self) -> DockerEngine:
+        """This host's Docker engine, which builds the cells' images (a node runtime's engine must have
+        them: here the node is this host; on a cluster, a registry or `docker save | docker load`)."""
+        if self._builder is None:
+            self._builder = DockerEngine.connect()
+        return self._builder
+
+    def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
+        return super().cells(m, selected, progress) if self.options.runtime == "host" else selected
+
+    def image_id(self, tag: str) -> str:
+        return self.builder.image_id(tag) if self.builds_images else ""
+
+    def inherited_env(self, image: str) -> dict[str, str]:
+        return self.builder.inherited_env(image) if self.builds_images else super().inherited_env(image)
+
+    def step(self, spec: CellSpec) -> NodeStep:
+        return node_step(self.options.runtime, spec, owner.current().marker, (TOKEN_VAR, owner.OWNER_VAR))
 
     def facts(self) -> dict:
         o = self.options
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
-                "partition": o.partition, "account": o.account, "time": o.time, "slurm_args": list(o.extra),
+                "node_runtime": o.runtime,
+                "gpus_per_node": o.gpus_per_node, "partition": o.partition, "account": o.account, "time": o.time,
+                "slurm_args": list(o.extra),
                 "flags": ["--engine", "slurm", *o.flags()]}
 
     def _controller(self) -> Check:
@@ -241,9 +394,15 @@ class SlurmEngine(HostEngine):
         return Check("slurm partition", bool(lines), "; ".join(lines) or f"{name}: not found",
                      "" if lines else "Fix: --partition with one of `sinfo -s`'s partitions.")
 
-    def checks(self, gpus: tuple[str, ...]) -> list[Check]:
-        controller = self._controller()
-        return [controller, *([self._partition()] if controller.ok else []), *super().checks(gpus)]
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+        """The controller, then the partition, then (results_dir given, both fine) one probe job for the
+        shared folder and the nodes' runtime; what cannot be asked yet is not asked."""
+        found = [self._controller()]
+        if found[-1].ok:
+            found.append(self._partition())
+        if found[-1].ok and results_dir is not None:
+            found += self._nodes(results_dir)
+        return found
 
     def preflight(self, progress: Progress) -> None:
         for check in (self._controller, self._partition):  # the partition is asked only of a controller that answers
@@ -254,15 +413,22 @@ class SlurmEngine(HostEngine):
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         nodes = self.options.nodes
+        if self.options.gpus_per_node and not cell.stack.is_cpu:
+            ranks = nodes * self.options.gpus_per_node  # one rank per GPU Slurm gives each node (its CUDA_VISIBLE_DEVICES)
         if ranks % nodes:
             raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
                                f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
+        host = self.options.runtime == "host"  # else the image's Python and workload, the attempt folder at /out
+        python = self.python if host else "python"
+        out_dir = str(out) if host else launch_mod.CONTAINER_OUT
         if control:  # the NCCL-only control, one launcher per node like the cell (its id file is in the shared out folder)
-            return launch_mod.control_launch(cell, m, ranks=ranks, python=self.python, control=self.control, out=str(out),
-                                             port=launch_mod.SLURM_PORT, nodes=launch_mod.SLURM_NODES,
+            return launch_mod.control_launch(cell, m, ranks=ranks, python=python,
+                                             control=self.control if host else launch_mod.CONTAINER_CONTROL,
+                                             out=out_dir, port=launch_mod.SLURM_PORT, nodes=launch_mod.SLURM_NODES,
                                              per_node=ranks // nodes)
-        return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=self.python, workload=self.workload,
-                                      out=str(out), extra_args=extra_args, inherited_env=inherited_env)
+        return launch_mod.node_launch(cell, m, nodes=nodes, ranks=ranks, python=python,
+                                      workload=self.workload if host else launch_mod.CONTAINER_WORKLOAD,
+                                      out=out_dir, extra_args=extra_args, inherited_env=inherited_env)
 
     def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
         return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / "launcher.log", spec.out_dir, script)
@@ -272,27 +438,31 @@ class SlurmEngine(HostEngine):
         return ["sbatch", "--parsable", f"--job-name={name}", f"--comment={owner.current().marker}",
                 f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(), str(script)]
 
-    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> SlurmRunning:
+    def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None, out: Path | None = None,
+                remove: str | None = None) -> SlurmRunning:
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) cancels its jobs (reaper.py)
         submitted = proc.run(argv, timeout=60, env={**(env or os.environ), TOKEN_VAR: token})
         proc.check(submitted, "sbatch", FIX)
-        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token)
+        # the collector runs on the node itself, outside any container: the nodes' Python, else python3
+        python = self.python if self.options.runtime == "host" else "python3"
+        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, python, remove)
 
-    def check_results(self, run: Path, progress: Progress) -> None:
-        """Every node of an allocation like the cells' writes its name into the run folder, through srun,
-        and this host reads the names back: the ranks write their events there and the supervisor follows
-        them from here, so a folder that a node does not see (or sees elsewhere) is an InfraError now,
-        not a cell that 'never started'."""
-        probe = run / f".nodes-{uuid.uuid4().hex[:8]}"
+    def probe(self, folder: Path, command: str) -> Probe:
+        """One job over an allocation like the cells' runs `command` once on every node through srun;
+        each node's output lands in `folder` (on the results storage) under the node's name, and this
+        host reads it back. A node whose file is missing does not see the folder at this path."""
+        probe = folder / f".nodes-{uuid.uuid4().hex[:8]}"
         results.make_dir(probe)
         script = probe / "probe.sh"
-        write = f'echo "$SLURMD_NODENAME" > {shlex.quote(str(probe))}/"$SLURMD_NODENAME"'
+        into = f'{shlex.quote(str(probe))}/"$SLURMD_NODENAME"'
+        # the output is written beside, then renamed: a file present is a node's whole answer
+        write = f"({command}) > {into}.part 2>&1; mv {into}.part {into}"
         results.write_text(script, "\n".join(["#!/bin/bash", "# written by nccl-harness: does every node see the "
-                                              "results folder at this path?",
+                                              "results folder at this path (and what does its runtime say)?",
                                               f"exec srun --ntasks-per-node=1 bash -c {shlex.quote(write)}", ""]))
-        running = self._submit(self._sbatch(job_name(run.name, "shared-folder-probe"), Path(os.devnull), Path("/"),
-                                            script), Path(os.devnull))
+        running = self._submit(self._sbatch(job_name(folder.name, "node-probe"), Path(os.devnull), Path("/"), script),
+                               Path(os.devnull))
         try:
             started(running)
             deadline = time.monotonic() + PROBE_S
@@ -300,29 +470,69 @@ class SlurmEngine(HostEngine):
                 time.sleep(STATE_POLL_S)
         finally:
             running.kill_surely()
-        seen = sorted(p.name for p in probe.iterdir() if p.name != script.name)
-        nodes = (running.state or {}).get("NodeList", "?")
+        seen = {p.name: p.read_text(errors="replace") for p in sorted(probe.iterdir())
+                if p.name != script.name and not p.name.endswith(".part")}
         shutil.rmtree(probe, ignore_errors=True)
-        if len(seen) < self.options.nodes:
-            raise InfraError(
-                f"--engine slurm: the results folder {run} is not shared by every node: of the {self.options.nodes} "
-                f"node(s) of probe job {running.job_id} ({nodes}), {len(seen)} wrote into it "
-                f"({', '.join(seen) or 'none'}). The ranks write their events there and this host follows them. "
-                "Fix: --results DIR on storage that every node mounts at the same path (NFS, Lustre, GPFS; "
-                "often /home or /scratch on a cluster).")
-        progress.say(f"Results folder {run}: seen by every node ({', '.join(seen)})")
+        return Probe(running.job_id, (running.state or {}).get("NodeList", "?"), self.options.nodes, seen)
+
+    def check_results(self, run: Path, progress: Progress) -> None:
+        """Every node of an allocation like the cells' writes its name into the run folder, through srun,
+        and this host reads the names back: the ranks write their events there and the supervisor follows
+        them from here, so a folder that a node does not see (or sees elsewhere) is an InfraError now,
+        not a cell that 'never started'."""
+        found = self.probe(run, 'echo "$SLURMD_NODENAME"')
+        if not found.shared:
+            raise InfraError(f"--engine slurm: {found.not_shared(run)}")
+        progress.say(f"Results folder {run}: seen by every node ({', '.join(found.seen)})")
+
+    def _nodes(self, folder: Path) -> list[Check]:
+        """doctor: the results folder seen from every node, and the nodes' runtime (one probe job)."""
+        try:
+            results.make_dir(folder)
+            found = self.probe(folder, self.runtime_probe())
+        except HarnessError as exc:
+            return [Check("shared results folder", False, str(exc))]
+        shared = Check("shared results folder", found.shared, f"{folder}: seen by every node ({', '.join(found.seen)})"
+                       if found.shared else found.not_shared(folder))
+        answers = {node: runtime_answer(text) for node, text in found.seen.items()}
+        bad = {node: text for node, (ok, text) in answers.items() if not ok}
+        detail = ("; ".join(f"{node}: {text}" for node, (_, text) in answers.items())
+                  or "unknown: no node's answer reached the results folder")
+        fix = {"host": f"{self.python} with torch and accelerate on every node, at the same path as this host's (a "
+                       "shared /home or software tree)", "pyxis": "a cluster with NVIDIA pyxis, or another --node-runtime"
+               }.get(self.options.runtime, f"{self.options.runtime} installed and running on every node, usable by "
+                                           "your user")
+        return [shared, Check("node runtime", bool(answers) and not bad, detail,
+                              "" if answers and not bad else f"Fix: {fix}.")]
+
+    def runtime_probe(self) -> str:
+        """A node's shell line that prints, as one JSON line (runtime_answer reads it), what its ranks would
+        load: host, the nodes' Python importing the workload's modules; docker/podman, the node engine's
+        version (the images are the cells'); pyxis, whether srun on the node knows --container-image."""
+        runtime = self.options.runtime
+        if runtime in CONTAINED:  # docker: the daemon must answer; podman has none
+            ask = {"docker": "docker version --format '{{.Server.Version}}'", "podman": "podman --version"}[runtime]
+            return (f"if v=$({ask} 2>&1); then k=runtime; else k=error; fi; v=$(echo \"$v\" | tail -n 1 | tr -d '\"\\\\'); "
+                    f"printf '{{\"%s\": \"{runtime}: %s\"}}\\n' \"$k\" \"$v\"")
+        if runtime == "pyxis":
+            return ("if srun --help 2>&1 | grep -q -- --container-image; then echo '{\"runtime\": \"pyxis (srun "
+                    "--container-image)\"}'; else echo '{\"error\": \"srun has no --container-image: no pyxis "
+                    "plugin\"}'; fi")
+        return f"{shlex.quote(self.python)} -c {shlex.quote(RUNTIME_PROBE)} {shlex.quote(self.workload)}"
 
     def equivalent(self, spec: CellSpec) -> str:
         script = spec.out_dir / "job.sh"
-        return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(spec.launch).splitlines())
+        return (f"# {script}:\n" + "\n".join(f"#   {line}" for line in batch_script(self.step(spec)).splitlines())
                 + f"\n{env_line(spec)} {shlex.join(self.sbatch_argv(spec, script))}")
 
     @contextmanager
     def start(self, spec: CellSpec) -> Iterator[SlurmRunning]:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         script = spec.out_dir / "job.sh"
-        results.write_text(script, batch_script(spec.launch))
-        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""))
+        results.write_text(script, batch_script(self.step(spec)))
+        contained = self.options.runtime in CONTAINED
+        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""),
+                               spec.out_dir, remove_line(self.options.runtime, spec) if contained else None)
         job_id = running.job_id
         try:
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
@@ -334,4 +544,5 @@ class SlurmEngine(HostEngine):
             results.write_json(spec.out_dir / "slurm-job.json", {
                 "job_id": job_id, "job_name": job_name(spec.run_id, spec.cell_id), "nodes": job.get("NodeList"),
                 "state": job.get("JobState"), "reason": job.get("Reason"), "partition": job.get("Partition"),
-                "exit_code": job.get("ExitCode")})
+                "exit_code": job.get("ExitCode"), "node_runtime": self.options.runtime,
+                **({"image": spec.image} if self.builds_images else {})})
