@@ -118,8 +118,10 @@ def test_a_rank_that_raises_while_its_peer_is_still_starting_is_the_cause(setup,
     """Rank 1 is stopped as it starts its fingerprint; rank 0 goes on and fails in init on a real
     misconfiguration (gloo told to use an interface that does not exist). Rank 0 is the cause, rank 1,
     stopped and then killed, only its victim (seen the other way round on 2x H200 before the fix)."""
+    # init's threshold is longer here: rank 0 must reach its real failure first, and on a loaded machine
+    # it once spent over 4 s in init before gloo refused the interface (read as a hang in init)
     record, result = _run(setup, tmp_path, "cause", ("--hold-at", "fingerprint"), (1, "fingerprint", "STOP"),
-                          env=(("GLOO_SOCKET_IFNAME", "nosuchif0"),))
+                          env=(("GLOO_SOCKET_IFNAME", "nosuchif0"),), timeouts=TIMEOUTS.model_copy(update={"init": 20}))
     assert result.status == "fail", result
     assert result.phase == "init" and result.detail["rank"] == 0, result
     assert "nosuchif0" in result.reason
