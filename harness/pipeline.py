@@ -1,6 +1,7 @@
 """`invoke matrix`: from a selection to recorded outcomes. Flags are checked before anything starts;
 then the engine says which cells it runs, images are built (or found by content hash), every cell runs
-one at a time under supervision and is recorded as soon as it ends, and the report is written. The dry
+under supervision (one at a time; on the slurm engine up to --jobs at once, each its own job on its own
+nodes) and is recorded as soon as it ends, and the report is written. The dry
 run builds the same specs through the same functions and prints them instead of running them."""
 
 from __future__ import annotations
@@ -9,16 +10,19 @@ import json
 import sys
 import time
 from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
 from .engines.base import Engine
 from .engines.docker import DockerEngine
+from .engines.slurm import SlurmEngine
 from .kinds import CONTROL_WHEN, ControlWhen
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .matrix import Cell, Matrix
-from .record import FAILED, CellFields, build_error, not_applicable
+from .record import FAILED, CellFields, CellRecord, build_error, not_applicable
 from .progress import Progress
 from .selection import Selection, check_gpus, check_ranks, check_timeouts, resolve
 
@@ -36,7 +40,7 @@ class MatrixOptions:
     run_id: str | None = None
     resume: bool = False
     timeouts: tuple[str, ...] = ()  # "phase=seconds" overrides
-    jobs: int = 1  # parallel image builds
+    jobs: int = 1  # parallel image builds; on the slurm engine also cells at the same time
     dry_run: bool = False
     as_json: bool = False
     verbose: bool = False  # plain output: also each phase of each rank and each build step
@@ -96,8 +100,8 @@ def _already_done(run: Path, progress: Progress) -> tuple[set[str], bool]:
 
 
 def run(selection: Selection, opts: MatrixOptions) -> int:
-    """Build what is missing, run the selected cells one at a time, record each as it ends. SIGTERM and
-    SIGHUP end the run like Ctrl-C."""
+    """Build what is missing, run the selected cells (one at a time, or --jobs at once on the slurm engine),
+    record each as it ends. SIGTERM and SIGHUP end the run like Ctrl-C."""
     with owner.signals_as_interrupt():
         return _run(selection, opts)
 
@@ -108,7 +112,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     hints.check()  # a bad hints file is said now, not after the whole matrix has run
     m, cells = resolve(selection, progress)
     m = replace(m, timeouts=check_timeouts(opts.timeouts, m.timeouts))
-    engine = engines.choose(opts.engine, progress, opts.slurm)
+    engine = engines.choose(opts.engine, progress, opts.slurm, opts.jobs)
     reaper.sweep(progress, engine if isinstance(engine, DockerEngine) else None)  # before anything is measured
     engine.preflight(progress)
     cells = engine.cells(m, cells, progress)
@@ -188,27 +192,78 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
             results.save_record(opts.results, run_id, build_error(cell, result))
             counts["build-error"] += 1
     todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
-    progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine; results in {run}")
-    interrupted = False
-    for n, cell in enumerate(todo, 1):
-        cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts
+    together = opts.jobs if isinstance(engine, SlurmEngine) and len(todo) > 1 else 1
+    progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine"
+                 f"{f', up to {together} at a time' if together > 1 else ''}; results in {run}")
+    done_n = 0
 
+    def run_one(cell: Cell, task: Progress) -> CellRecord:
         def show(rank: int, event: dict) -> None:
             if event.get("event") in ("phase_start", "phase_end", "error"):
-                task.detail(f"rank {rank} {event['event']} {event.get('phase', '')}")
+                task.detail(f"{cell.id + ': ' if together > 1 else ''}rank {rank} {event['event']} {event.get('phase', '')}")
 
-        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
         image = built.get(cell.stack.id)
-        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) as task:
-            result = runner.run_cell(engine, cell, m, cell_opts, image.tag if image else "", on_event=show,
-                                     image_info={"tag": image.tag, "id": image.image_id} if image else None)
+        return runner.run_cell(engine, cell, m, replace(ropts, gpus=()) if cell.stack.is_cpu else ropts,
+                               image.tag if image else "", on_event=show,
+                               image_info={"tag": image.tag, "id": image.image_id} if image else None)
+
+    def ended(cell: Cell, result: CellRecord) -> bool:
+        """The cell's line and tally; whether it (or its control) was interrupted."""
+        nonlocal done_n
+        done_n += 1
         counts[result.outcome.status] += 1
-        progress.say(f"[{n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
+        progress.say(f"[{done_n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
                      f"({result.outcome.seconds:.0f}s)")
-        if any(a.outcome and a.outcome.status == "interrupted" for a in result.attempts):  # the cell's or its control's
+        return any(a.outcome and a.outcome.status == "interrupted" for a in result.attempts)  # the cell's or its control's
+
+    interrupted = False
+    if together > 1:
+        assert isinstance(engine, SlurmEngine)
+        with progress.task(f"{len(todo)} cell(s), up to {together} at a time", echo=False) as task:
+            interrupted = _run_together(engine, todo, together, lambda cell: run_one(cell, task), ended)
+        return _finish(run, counts, interrupted, opts, progress)
+    for n, cell in enumerate(todo, 1):
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
+        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) as task:
+            result = run_one(cell, task)
+        if ended(cell, result):
             interrupted = True
             break
     return _finish(run, counts, interrupted, opts, progress)
+
+
+def _run_together(engine: SlurmEngine, cells: list[Cell], jobs: int, run_one: Callable[[Cell], CellRecord],
+                  ended: Callable[[Cell, CellRecord], bool]) -> bool:
+    """Up to `jobs` cells at the same time, each its own Slurm job (with --exclusive: no node shared, see
+    SlurmOptions.sbatch_args), each recorded by its worker as it ends and said here as it ends. Only the
+    slurm engine: the docker and host engines' cells share this machine's GPUs, so running them together
+    would measure each other. Ctrl-C (SIGTERM, SIGHUP) reaches only this thread: it ends every running
+    cell through engine.interrupt() (each recorded `interrupted`, its job scancelled), cells not started
+    are left for --resume, and this waits for the running ones; a second Ctrl-C stops waiting (the pool
+    still lets each worker finish its kill). Returns whether the run was interrupted."""
+    interrupted = stopping = False
+    with ThreadPoolExecutor(jobs, thread_name_prefix="cell") as pool:
+        futures = {pool.submit(run_one, cell): cell for cell in cells}
+        pending = set(futures)
+        try:
+            while pending:
+                try:
+                    finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)  # 1 s: Ctrl-C is seen
+                    for future in finished:
+                        pending.discard(future)
+                        interrupted |= ended(futures[future], future.result())
+                except KeyboardInterrupt:
+                    if stopping:
+                        raise  # the second Ctrl-C
+                    interrupted = stopping = True
+                    engine.interrupt()
+                    pending = {f for f in pending if not f.cancel()}  # never started: not recorded
+        except BaseException:  # a second Ctrl-C, a failed write (the run stops): end the other cells now
+            engine.interrupt()
+            for future in pending:
+                future.cancel()
+            raise
+    return interrupted
 
 
 def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Path,

@@ -128,7 +128,9 @@ RUN_HELP = {
                "`failing` (default) after an NCCL cell hangs or fails, `always` after every cell (gloo ones too: "
                "there it reports nccl-not-found or cuda-not-found, it needs libnccl and a GPU), `never`",
     "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
-    "jobs": "images built in parallel (default 1; cells always run one at a time)",
+    "jobs": "images built in parallel (default 1); on the slurm engine also up to N cells at the same time, each "
+            "its own job with sbatch --exclusive (no node shared); docker and host cells always run one at a time "
+            "(they share this machine's GPUs)",
     "dry_run": "print what would be built and each cell's docker run line (slurm: batch script and sbatch line), and "
                "with --rescue the ladder the search would try; run nothing",
     "verbose": VERBOSE_HELP,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import launch, matrix, owner, reaper
+from harness import engines, launch, matrix, owner, reaper
 from harness.engines import host, slurm
 from harness.engines.slurm import SlurmEngine, SlurmOptions
 from harness.errors import HarnessError, InfraError
@@ -102,6 +102,29 @@ def test_the_allocation_asks_for_one_launcher_task_per_node_and_the_users_choice
     opts = SlurmOptions(nodes=2, partition="gpu", account="ml", time="0:30:00", extra=("--exclusive",))
     assert opts.check().sbatch_args() == ["--nodes=2", "--ntasks-per-node=1", "--partition=gpu", "--account=ml",
                                           "--time=0:30:00", "--exclusive"]
+
+
+def test_cells_run_together_ask_for_whole_nodes_and_cells_run_one_at_a_time_do_not():
+    """--jobs N > 1 runs N cells at the same time (each its own job): sbatch --exclusive, so that Slurm
+    (select/cons_tres) never packs two cells onto one node; --jobs 1 leaves the nodes' sharing to the site."""
+    def args(jobs: int, extra: tuple[str, ...] = ()) -> list[str]:
+        return engines.choose("slurm", Progress(), SlurmOptions(nodes=2, extra=extra), jobs).options.sbatch_args()
+
+    assert args(1) == ["--nodes=2", "--ntasks-per-node=1"]
+    assert args(2) == ["--nodes=2", "--ntasks-per-node=1", "--exclusive"]
+    assert args(2, ("--exclusive",)).count("--exclusive") == 1  # the user's own is not doubled
+    assert "--exclusive" in engines.choose("slurm", Progress(), None, 3).options.sbatch_args()  # no slurm flag given
+
+
+def test_an_interrupted_engine_ends_its_running_jobs_as_ctrl_c_ends_one(tmp_path):
+    """Ctrl-C reaches the main thread only; cells run together are supervised in worker threads, where
+    the job's poll says it instead (before asking Slurm), and the supervisor records `interrupted`."""
+    engine = SlurmEngine(SlurmOptions())
+    running = slurm.SlurmRunning("1", tmp_path / "log", "token", stop=engine._stop)
+    engine.interrupt()
+    with pytest.raises(KeyboardInterrupt):
+        running.poll()
+    slurm.started(running)  # a job still pending is not waited for: poll says it next
 
 
 @pytest.mark.parametrize("line, code", [

@@ -16,7 +16,7 @@ import pytest
 from harness import outcome, supervise
 from harness.engines.slurm import SlurmEngine, SlurmOptions
 
-from .conftest import REPO, Fault
+from .conftest import REPO, Fault, interrupt_when
 from .test_supervise import TIMEOUTS, _spec
 
 pytestmark = pytest.mark.slurm
@@ -122,3 +122,54 @@ def test_doctor_says_a_folder_the_nodes_do_not_see_with_exit_4(slurm_nodes, tmp_
     assert shared.startswith("FAIL") and f"the results folder {tmp_path} is not shared by every node" in shared
     assert "Traceback" not in proc.stderr
     _nothing_left(slurm_nodes, "node-probe")
+
+
+def test_two_cells_run_together_each_on_its_own_node_with_jobs_2(slurm_nodes):
+    """--jobs 2: two one-node cells at the same time, each its own job with --exclusive, so Slurm gives
+    them the two nodes (without it, select/cons_tres could pack both onto one)."""
+    results = slurm_nodes.shared / "together"
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "1", "--ranks",
+                           "2", "--jobs", "2", "--only", "*acc1.15.0+default", "--only", "*acc1.15.0+p2p-off",
+                           "--results", str(results), "--run-id", "t-together"],
+                          cwd=REPO, env=slurm_nodes.env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "up to 2 at a time" in proc.stderr
+    cells = sorted((results / "t-together" / "cells").iterdir())
+    assert len(cells) == 2
+    nodes, windows = set(), []
+    for cell in cells:
+        record = json.loads((cell / "record.json").read_text())
+        assert record["outcome"]["status"] == "pass", record["outcome"]
+        attempt = record["attempts"][-1]["raw"]
+        [node] = {rank["placement"]["node"] for rank in attempt["ranks"].values()}  # both ranks on one node
+        nodes.add(node)
+        walls = [json.loads(line)["wall"] for events in (cell / "attempt-1").glob("events-rank*.jsonl")
+                 for line in events.read_text().splitlines()]
+        windows.append((min(walls), max(walls)))  # from the ranks' first event to their last
+        job = json.loads((cell / "attempt-1" / "slurm-job.json").read_text())
+        assert job["nodes"] == node and job["state"] == "COMPLETED", job
+    assert nodes == set(slurm_nodes.nodes)  # one cell on each node
+    (a_start, a_end), (b_start, b_end) = windows
+    assert a_start < b_end and b_start < a_end, windows  # the ranks of the two cells ran at the same time
+    _nothing_left(slurm_nodes, "t-together")
+
+
+def test_ctrl_c_ends_both_cells_running_together(slurm_nodes, monkeypatch):
+    """Ctrl-C reaches the main thread only: both cells' workers end their attempts (`interrupted`), their
+    jobs are scancelled and gone from squeue, and the run exits 130 with the report written."""
+    monkeypatch.setenv("SLURM_CONF", slurm_nodes.conf)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    run = slurm_nodes.shared / "ctrl-c" / "t-ctrl-c"
+
+    def both_running() -> bool:
+        return len([f for f in run.glob("cells/*/attempt-1/events-rank0.jsonl") if f.stat().st_size]) == 2
+
+    code, output = interrupt_when([sys.executable, "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "1",
+                                   "--ranks", "2", "--jobs", "2", "--only", "*acc1.15.0+default", "--only",
+                                   "*acc1.15.0+p2p-off", "--results", str(run.parent), "--run-id", run.name],
+                                  both_running, 0.5, "both cells should start")
+    assert code == 130, output[-3000:]
+    records = [json.loads(f.read_text()) for f in run.glob("cells/*/record.json")]
+    assert [r["outcome"]["status"] for r in records] == ["interrupted", "interrupted"], output[-3000:]
+    assert (run / "report.md").is_file() and "Traceback" not in output
+    _nothing_left(slurm_nodes, "t-ctrl-c")

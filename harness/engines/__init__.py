@@ -4,6 +4,8 @@ every engine offers, and `choose` picks one from the --engine flag."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import HarnessError, InfraError, closest
 from ..progress import Progress
 from .base import Engine
@@ -14,9 +16,10 @@ from .slurm import SlurmEngine, SlurmOptions
 NAMES = ("docker", "host", "slurm")
 
 
-def choose(choice: str | None, progress: Progress, slurm: SlurmOptions | None = None) -> Engine:
+def choose(choice: str | None, progress: Progress, slurm: SlurmOptions | None = None, jobs: int = 1) -> Engine:
     """--engine docker|host|slurm; without it docker when reachable, else host (said in one line).
-    `slurm`: the --nodes/--partition/... flags, which only the slurm engine takes."""
+    `slurm`: the --nodes/--partition/... flags, which only the slurm engine takes; `jobs` (--jobs): the
+    slurm engine's cells at the same time (the others run one at a time: they share this machine's GPUs)."""
     if choice not in (None, *NAMES):
         guess = closest(choice, NAMES)
         raise HarnessError(f"--engine {choice}: unknown engine{f'; did you mean {guess}?' if guess else '.'} "
@@ -26,7 +29,7 @@ def choose(choice: str | None, progress: Progress, slurm: SlurmOptions | None = 
                            "the slurm engine. "
                            "Fix: add --engine slurm, or leave them out.")
     if choice == "slurm":
-        return SlurmEngine(slurm or SlurmOptions())
+        return SlurmEngine(replace(slurm or SlurmOptions(), jobs=jobs))
     if choice == "host":
         return HostEngine()
     try:

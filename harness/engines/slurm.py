@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -115,6 +116,7 @@ class SlurmOptions:
     extra: tuple[str, ...] = ()
     gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
     runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
+    jobs: int = 1  # --jobs: cells running at the same time, each its own job (pipeline._run_together)
 
     def check(self) -> "SlurmOptions":
         if self.nodes < 1:
@@ -154,6 +156,12 @@ class SlurmOptions:
         args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
         args += [f"--{k}={v}" for k, v in (("gpus-per-node", self.gpus_per_node), ("partition", self.partition),
                                            ("account", self.account), ("time", self.time)) if v is not None]
+        # Cells running at the same time (--jobs N > 1) must not share a node: each measures its own
+        # nodes, and a node shared with another cell's ranks would halve its CPUs, NICs and bandwidth.
+        # With select/cons_tres (the usual, and the test cluster's) Slurm packs two jobs onto one node
+        # unless a job asks for whole nodes.
+        if self.jobs > 1 and "--exclusive" not in self.extra:
+            args.append("--exclusive")
         return args + list(self.extra)
 
 
@@ -237,9 +245,10 @@ class SlurmRunning(Tagged):
     submission's environment to every task); forensics on every node go through collector.py."""
 
     def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3",
-                 remove: str | None = None) -> None:
+                 remove: str | None = None, stop: threading.Event | None = None) -> None:
         super().__init__(log, token)
         self.job_id, self.out, self.python, self.remove = job_id, out, python, remove
+        self.stop = stop or threading.Event()  # SlurmEngine.interrupt: Ctrl-C reaching a cell run in a worker thread
         self.state: dict[str, str] | None = {}
         self.checked = 0.0
         self.found: list[dict] | None = None  # the collector's findings, once per attempt
@@ -288,6 +297,8 @@ class SlurmRunning(Tagged):
         return self.state
 
     def poll(self) -> int | None:
+        if self.stop.is_set():  # the supervisor takes it as Ctrl-C: records `interrupted`, then kill()
+            raise KeyboardInterrupt
         job = self.job()
         if job is None:
             raise InfraError(f"Slurm job {self.job_id} ended and was forgotten before its state was read. {FIX}")
@@ -323,7 +334,7 @@ def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
     """Wait while the job is pending; a job that cannot start (NEVER_STARTS), or is still pending after
     `limit_s`, is an InfraError with Slurm's reason, never a hang."""
     deadline = time.monotonic() + limit_s
-    while True:
+    while not running.stop.is_set():  # interrupted while pending: poll() says so to the supervisor
         job = running.job() or {}
         state, reason = job.get("JobState", ""), job.get("Reason", "")
         if state != "PENDING":
@@ -344,6 +355,14 @@ class SlurmEngine(HostEngine):
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
         self._builder: DockerEngine | None = None
+        self._stop = threading.Event()
+
+    def interrupt(self) -> None:
+        """End every attempt running or pending now, and any started after, as Ctrl-C ends one: for cells
+        run in worker threads (--jobs), where Python raises KeyboardInterrupt in the main thread only. Each
+        attempt's poll() raises it in its own thread, where the supervisor records `interrupted` and
+        scancels the job."""
+        self._stop.set()
 
     # ---- the cells' images, with a container runtime on the nodes: built here by the docker engine
     @property
@@ -375,7 +394,7 @@ class SlurmEngine(HostEngine):
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
                 "node_runtime": o.runtime,
                 "gpus_per_node": o.gpus_per_node, "partition": o.partition, "account": o.account, "time": o.time,
-                "slurm_args": list(o.extra),
+                "slurm_args": list(o.extra), "jobs": o.jobs,
                 "flags": ["--engine", "slurm", *o.flags()]}
 
     def _controller(self) -> Check:
@@ -446,7 +465,8 @@ class SlurmEngine(HostEngine):
         proc.check(submitted, "sbatch", FIX)
         # the collector runs on the node itself, outside any container: the nodes' Python, else python3
         python = self.python if self.options.runtime == "host" else "python3"
-        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, python, remove)
+        return SlurmRunning(submitted.output.strip().splitlines()[-1].split(";")[0], log, token, out, python, remove,
+                            self._stop)
 
     def probe(self, folder: Path, command: str) -> Probe:
         """One job over an allocation like the cells' runs `command` once on every node through srun;
@@ -545,4 +565,5 @@ class SlurmEngine(HostEngine):
                 "job_id": job_id, "job_name": job_name(spec.run_id, spec.cell_id), "nodes": job.get("NodeList"),
                 "state": job.get("JobState"), "reason": job.get("Reason"), "partition": job.get("Partition"),
                 "exit_code": job.get("ExitCode"), "node_runtime": self.options.runtime,
+                "start_time": job.get("StartTime"), "end_time": job.get("EndTime"),
                 **({"image": spec.image} if self.builds_images else {})})
