@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import CACHE_DIR
 from .engines import host, slurm
 from .errors import InfraError
-from .owner import OWNER_VAR, Owner
+from .owner import JOB_NOTES, OWNER_VAR, Owner, job_note
 
 if TYPE_CHECKING:
     from .engines.docker import DockerEngine
@@ -65,31 +64,27 @@ def _containers(docker: "DockerEngine | None") -> list[Leftover]:
     return found
 
 
-# Each harness that submits Slurm jobs leaves a note here (its watchdog writes it, and removes it once
-# the jobs are cancelled); Slurm is asked only where a note names a dead harness, or for `invoke clean`.
-# Seen before: every command (report, compare, publish included) asked squeue, which waits about 7 s
-# where Slurm is installed but its controller is down: a test run's 62 report/compare/publish cases
-# took 29 s each instead of 1 s.
-JOB_NOTES = CACHE_DIR / "slurm-owners"
-
-
-def _note(marker: str) -> Path:
-    owner = Owner.parse(marker)
-    return JOB_NOTES / (f"{owner.pid}-{owner.start}" if owner else "unknown")
-
-
 def _dead_notes() -> list[Path]:
+    """The notes (owner.job_note) of harnesses that had Slurm jobs and are gone."""
+    dead = []
     try:
         notes = list(JOB_NOTES.iterdir())
     except OSError:
         return []
-    return [n for n in notes if (o := Owner.parse(n.read_text(errors="replace"))) is not None and o.dead()]
+    for note in notes:
+        try:
+            marker = Owner.parse(note.read_text(errors="replace"))
+        except OSError:  # removed meanwhile by another command's sweep
+            continue
+        if marker is not None and marker.dead():
+            dead.append(note)
+    return dead
 
 
-def _jobs(unowned: bool) -> list[Leftover]:
-    """The harness's jobs Slurm still lists, asked only where a dead harness noted it had submitted jobs
-    (or, with `unowned`, always): a short wait where a controller is configured but down."""
-    if not unowned and not _dead_notes():
+def _jobs(ask: bool) -> list[Leftover]:
+    """The harness's jobs Slurm still lists, asked only when `ask` (a dead harness's note, or `unowned`):
+    a short wait where a controller is configured but down."""
+    if not ask:
         return []
     return [Leftover("slurm", job_id, f"({name}, {state})", Owner.parse(comment))
             for job_id, name, state, comment in slurm.queued(timeout=5)]
@@ -126,7 +121,7 @@ def sweep(progress: "Progress", docker: "DockerEngine | None" = None, *, unowned
     if docker is None and connect:
         docker = connect_docker()
     dead_notes = _dead_notes()
-    found = [item for item in _processes() + _containers(docker) + _jobs(unowned)
+    found = [item for item in _processes() + _containers(docker) + _jobs(unowned or bool(dead_notes))
              if (item.owner.dead() if item.owner is not None else unowned)]
     _remove(found, docker)
     for note in dead_notes:  # their jobs are cancelled now
@@ -164,15 +159,9 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, signal.SIG_IGN)
     if engine == "docker":
         import docker  # noqa: F401 - imported now, so that removing the containers takes no longer than it must
-    if engine == "slurm":  # for the sweep, should this watchdog die with its harness
-        try:
-            JOB_NOTES.mkdir(parents=True, exist_ok=True)
-            _note(marker).write_text(marker)
-        except OSError:
-            pass  # no note: the watchdog below still cancels the jobs; `invoke clean` finds them too
     sys.stdin.buffer.read()  # returns at EOF: the harness has ended (exited, or was killed)
     reap(marker, engine)
-    _note(marker).unlink(missing_ok=True)
+    job_note(marker).unlink(missing_ok=True)
     return 0
 
 

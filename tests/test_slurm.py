@@ -218,11 +218,8 @@ def test_the_sweep_cancels_the_job_of_a_dead_harness(slurm_cluster, tmp_path):
     harness = subprocess.Popen([sys.executable, "-c", DEAD_HARNESS], cwd=REPO, stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     marker, watchdog = harness.stdout.readline().split()
-    note = reaper._note(marker)
-    deadline = time.monotonic() + 60
-    while not note.exists():
-        assert time.monotonic() < deadline, f"the watchdog wrote no note at {note}"
-        time.sleep(0.1)
+    note = owner.job_note(marker)
+    assert note.exists(), f"watch_over wrote no note at {note} before the harness's first job"
     submitted = subprocess.run(["sbatch", "--parsable", "--job-name=nccl-harness-t-dead-cell", f"--comment={marker}",
                                 f"--output={tmp_path / 'out.log'}", "--wrap", "sleep 300"],
                                capture_output=True, text=True, check=True)
