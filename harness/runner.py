@@ -106,11 +106,17 @@ def run_cell(
         # on_start is the caller's hold on the cell's own ranks (tests and benchmarks signal them): not the control's
         attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, "control", on_event,
                                  lambda running: None))
-    if opts.rescue and result.status in ("hang", "fail"):
+    # never after Ctrl-C (SIGTERM, SIGHUP): the supervisor records an interrupted attempt and returns, and
+    # a control interrupted after a hung cell would otherwise be followed by the whole ladder
+    if opts.rescue and result.status in ("hang", "fail") and not _interrupted(attempts):
         attempts += _rescue(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, on_event)
     record = CellRecord.of(cell, result, attempts, image_info)
     results.save_record(opts.results, opts.run_id, record)
     return record
+
+
+def _interrupted(attempts: list[AttemptRecord]) -> bool:
+    return any(a.outcome is not None and a.outcome.status == "interrupted" for a in attempts)
 
 
 def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, first: int,
@@ -132,7 +138,7 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
         shown = ladder.Step(step.name, tuple(sorted(shown_env(dict(step.env)).items())), step.why)  # as may be written down
         done.append(replace(attempt, step=shown))
         assert attempt.outcome is not None
-        if attempt.outcome.status in MEASURED or attempt.outcome.status == "interrupted":
+        if attempt.outcome.status in MEASURED or _interrupted([attempt]):
             break
     return done
 

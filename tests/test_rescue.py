@@ -263,3 +263,30 @@ def test_the_search_stops_when_its_time_budget_is_spent(tmp_path):
     assert sum(a["outcome"]["seconds"] for a in rescues) < 12 + 5  # a cap is ended within a few seconds
     report = (tmp_path / "budget" / "report.md").read_text()
     assert f"no rescue in {len(rescues)} attempt(s): tried ring (hang)" in report
+
+
+class _Engine:
+    def inherited_env(self, image: str) -> dict[str, str]:
+        return {}
+
+
+@pytest.mark.parametrize("control, ran", [
+    ("interrupted", ["cell", "control"]),  # Ctrl-C during the control: the run is ending
+    ("pass", ["cell", "control", "rescue"]),  # the search runs, and stops at its first pass
+])
+def test_no_search_after_ctrl_c_in_the_control(monkeypatch, tmp_path, control, ran):
+    """A hung NCCL cell, then its control: the supervisor records Ctrl-C as an interrupted attempt and
+    returns rather than raising, so a control interrupted after a hung cell must not start the ladder."""
+    m = matrix.load(REPO / "tests" / "fixtures" / "rescue-cpu.yaml")
+    (stuck,) = m.cells
+    kinds = []
+
+    def attempt(engine, cell, m, opts, image, cell_dir, n, kind, on_event, on_start):
+        kinds.append(kind)
+        status = {"cell": "hang", "control": control}.get(kind, "pass")
+        return AttemptRecord(n, Outcome(status, kind), RawAttempt(cell_id=cell.id, kind=kind))
+
+    monkeypatch.setattr(runner, "_attempt", attempt)
+    monkeypatch.setattr(runner.results, "save_record", lambda *args: None)
+    runner.run_cell(_Engine(), stuck, m, runner.RunOptions("r", tmp_path, control="always", rescue=True))
+    assert kinds == ran
