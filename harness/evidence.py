@@ -450,20 +450,26 @@ class Stall:
     ranks_behind: tuple[int, ...]
     why_behind: dict[int, str]
     cap: bool = False  # the cell's hard cap, not a phase threshold
+    # ranks behind whose process had already exited when the supervisor looked (Running.gone): they died,
+    # and the launcher had not yet noticed; not a hang
+    gone: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"ranks_behind": list(self.ranks_behind),
+        return asdict(self) | {"ranks_behind": list(self.ranks_behind), "gone": list(self.gone),
                                "why_behind": {str(k): v for k, v in self.why_behind.items()}}
 
     @classmethod
     def of(cls, data: Any, where: str | None = None) -> Stall:
         f = _Facts(data, where)
-        behind = [_Facts({"": r}, f.at(f"ranks_behind[{i}]")).int("", 0) for i, r in enumerate(f.list("ranks_behind"))]
+        def ranks(key: str) -> tuple[int, ...]:
+            found = [_Facts({"": r}, f.at(f"{key}[{i}]")).int("", 0) for i, r in enumerate(f.list(key))]
+            return tuple(r for r in found if r is not None)
+
         why = f.obj("why_behind")
         return cls(f.str("phase") or STARTUP, f.num("threshold") or 0.0, f.num("since_progress") or 0.0,
-                   tuple(r for r in behind if r is not None),
+                   ranks("ranks_behind"),
                    {int(k): why.text(k) or "" for k in why.data if isinstance(k, str) and k.isdigit()},
-                   f.data.get("cap") is True)
+                   f.data.get("cap") is True, ranks("gone"))
 
 
 # ---------------------------------------------------------------- one attempt

@@ -132,6 +132,8 @@ def _victims(raw: RawAttempt, cause: int, failures: dict[int, tuple[int, str | N
         code, sig = failures.get(rank, (None, None))
         if rank in behind and not state.error:
             why[str(rank)] = f"{behind[rank]} after rank {cause} failed"
+        elif stall is not None and not state.error:
+            why[str(rank)] = f"still waiting in {state.phase or STARTUP} when the cell was stopped, after rank {cause} failed"
         elif state.error and _LOST_PEER.search(state.error.message or ""):
             why[str(rank)] = f"lost its peer in {state.error.phase or state.phase}: {_first_line(state.error.message)}"
         elif state.error:  # an error of its own, later: the same fault seen twice, or a second one
@@ -191,6 +193,12 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     errors = sorted(((r, s.error) for r, s in ranks.items() if s.error), key=lambda e: e[1].wall or 0)
     own = [(r, e) for r, e in errors if not _LOST_PEER.search(e.message or "")]
     if raw.ended_by in ("stall", "cap") and not own:
+        if stall is not None and stall.gone:  # silent because dead: the launcher had not yet noticed
+            rank = stall.gone[0]
+            phase = ranks[rank].phase if rank in ranks else stall.phase
+            return _fail(raw, phase, "killed", f"rank {rank} died in {phase} without an error (its process was gone "
+                         "when the cell stopped progressing; the launcher had not yet noticed)",
+                         rank=rank, signal=None, victims=_victims(raw, rank, failures, stall))
         return _hang(raw, stall or Stall.of({}))
     silent = [r for r, s in ranks.items() if not s.result and not s.error]
     killed = [(r, *failures[r]) for r in silent if r in failures and failures[r][0] < 0 and failures[r][1] != "SIGTERM"]

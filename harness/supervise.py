@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -242,6 +242,24 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
     return forensics
 
 
+GONE = "gone: its process had exited (killed or crashed) and the launcher had not yet noticed"
+
+
+def with_gone(stall: Stall, running: Running, out: Path) -> Stall:
+    """The stall, with the ranks behind whose process has already exited marked gone: a rank killed
+    while its launcher has not yet noticed (Slurm's job end, a launcher's slow monitor) is silent like a
+    stopped one, but it died; outcome.classify calls that a fail, not a hang."""
+    pids = {rank: pid for rank, pid in _pids(out).items() if rank in stall.ranks_behind}
+    try:
+        gone = running.gone(pids) if pids else set()
+    except Exception:  # noqa: BLE001 - an engine that cannot tell leaves the stall as it is
+        gone = set()
+    if not gone:
+        return stall
+    return replace(stall, gone=tuple(sorted(gone)),
+                   why_behind={**stall.why_behind, **{rank: GONE for rank in gone}})
+
+
 def supervise(
     engine: Engine,
     spec: CellSpec,
@@ -285,8 +303,8 @@ def supervise(
                     stall = watch.stalled(now)
                     if stall is not None:
                         record.ended_by = "cap" if stall.cap else "stall"
-                        record.stall = stall.to_json()
                         record.forensics = collect_forensics(running, out, spec.launch.ranks)
+                        record.stall = with_gone(stall, running, out).to_json()
                         break
                     time.sleep(POLL_S)
             except KeyboardInterrupt:

@@ -99,6 +99,18 @@ CASES = [
             "0": rank("bandwidth", err("bandwidth", "other", "Connection reset by peer"), "error"),
             "1": rank("bandwidth", None, None)}},
      "fail", "bandwidth", "killed", ["rank 1 died in bandwidth (SIGKILL)"]),
+    # A SIGKILLed rank on Slurm while the job had not yet ended (CI, a loaded machine): the stall came
+    # first, but the rank's process was gone when the supervisor looked; it died, it did not hang.
+    ("a silent rank whose process was gone is a death, not a hang",
+     {"ended_by": "stall", "expected_ranks": 2, "stall": {"phase": "bandwidth", "threshold": 4, "since_progress": 4.2,
+      "ranks_behind": [1], "gone": [1], "why_behind": {"1": "gone: its process had exited"}}, "ranks": {
+         "0": rank("bandwidth", None, None), "1": rank("bandwidth", None, None)}},
+     "fail", "bandwidth", "killed", ["rank 1 died in bandwidth without an error", "launcher had not yet noticed"]),
+    ("a silent rank still alive stays a hang beside a gone-free stall",
+     {"ended_by": "stall", "expected_ranks": 2, "stall": {"phase": "bandwidth", "threshold": 4, "since_progress": 4.2,
+      "ranks_behind": [1], "gone": [], "why_behind": {"1": "silent for 4s (stopped or frozen)"}}, "ranks": {
+         "0": rank("bandwidth", None, None), "1": rank("bandwidth", None, None)}},
+     "hang", "bandwidth", None, ["rank 1 silent for 4s"]),
     ("silent death without launcher words", {"ended_by": "exited", "exit_code": 137, "expected_ranks": 2, "ranks": {
         "0": rank("step", None, None), "1": rank("step", None, None)}},
      "fail", "step", "killed", ["rank 0 died in step"]),
@@ -205,3 +217,12 @@ def test_real_h200_record_reclassifies_to_pass():
 def test_unknown_status_is_refused():
     with pytest.raises(ValueError):
         Outcome("maybe")
+
+
+def test_the_peer_of_a_gone_rank_is_a_victim_still_waiting_where_the_cell_was_stopped():
+    raw = {"ended_by": "stall", "expected_ranks": 2, "stall": {"phase": "bandwidth", "threshold": 4, "since_progress": 4.2,
+           "ranks_behind": [1], "gone": [1], "why_behind": {"1": "gone"}},
+           "ranks": {"0": rank("bandwidth", None, None), "1": rank("bandwidth", None, None)}}
+    result = classify(raw)
+    assert result.detail["rank"] == 1
+    assert result.detail["victims"] == {"0": "still waiting in bandwidth when the cell was stopped, after rank 1 failed"}

@@ -253,8 +253,13 @@ def test_classify_takes_the_typed_attempt_or_its_json():
 def test_stall_round_trips():
     stall = record.Stall("prepare", 120.0, 121.5, (1,), {1: "silent"})
     assert stall.to_json() == {"phase": "prepare", "threshold": 120.0, "since_progress": 121.5, "ranks_behind": [1],
-                               "why_behind": {"1": "silent"}, "cap": False}
+                               "why_behind": {"1": "silent"}, "cap": False, "gone": []}
     assert record.Stall.of(stall.to_json()) == stall
+    gone = record.Stall("bandwidth", 4.0, 4.5, (1, 2), {1: "gone", 2: "silent"}, gone=(1,))
+    assert record.Stall.of(gone.to_json()) == gone
+    # a stall written before `gone` existed reads as one with no rank gone
+    early = {k: v for k, v in stall.to_json().items() if k != "gone"}
+    assert record.Stall.of(early, "attempt.json: stall") == stall
 
 
 # ---------------------------------------------------------------- run.json

@@ -194,12 +194,39 @@ def test_a_stopped_rank_is_a_hang_in_its_phase(slurm_cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_a_killed_rank_is_a_fail(slurm_cluster, tmp_path):
-    from .test_supervise import _run
+    from .test_supervise import TIMEOUTS, _run
 
-    record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"))
+    # Slurm ends the job a second or more after the kill (the launcher, srun's kill-on-bad-exit, the
+    # controller), over 4 s on a loaded CI machine: the bandwidth threshold leaves room, and a fail ends
+    # the attempt as soon as the job ends, so it costs nothing. A slow end is still a fail: the next test.
+    timeouts = TIMEOUTS.model_copy(update={"bandwidth": 15})
+    record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"),
+                          timeouts=timeouts)
     assert result.status == "fail", result
     assert result.error_class == "killed" and result.phase == "bandwidth"
     _no_jobs_of("slurm-kill")
+
+
+@pytest.mark.slurm
+def test_a_killed_rank_the_job_has_not_noticed_is_a_fail_found_by_the_nodes_collector(slurm_cluster, tmp_path):
+    """Rank 1 SIGKILLed behind its stopped launcher: the job runs on, and only the collector on the node
+    can tell the rank is gone (a zombie), not stopped."""
+    from .test_supervise import run_killed_behind_a_stopped_launcher
+
+    record, result = run_killed_behind_a_stopped_launcher((SlurmEngine(), ""), tmp_path, "slurm-gone")
+    assert record.ended_by == "stall" and record.stall["gone"] == [1], record.stall
+    assert result.status == "fail" and result.error_class == "killed" and result.detail["rank"] == 1, result
+    # the node's collector answered and saw no live rank 1 (rank 0 had lost its peer and exited as well;
+    # with the launcher stopped both are zombies); where a rank is alive it finds it: the stopped-rank test
+    [node] = record_nodes(record)
+    assert node["processes"] and "1" not in node["ranks"], node
+    assert "lost its peer" in result.detail["victims"]["0"], result.detail
+    _no_jobs_of("slurm-gone")
+
+
+def record_nodes(record) -> list[dict]:
+    """What the collector found on each node, as it wrote it into the attempt folder."""
+    return [json.loads(p.read_text()) for p in sorted(Path(record.out_dir, "node-forensics").glob("*.json"))]
 
 
 DEAD_HARNESS = """

@@ -4,6 +4,8 @@ a hang in init, an exception is a fail with its line, and nothing is ever left b
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,60 @@ def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
     # the event files show exactly how far each rank got
     assert {r: s["phase"] for r, s in record.ranks.items()} == {"0": "bandwidth", "1": "bandwidth"}
     assert record.ranks["1"]["phases_done"] == ["fingerprint", "init", "prepare", "step", "check"]
+
+
+def parent_of(running, pid: int) -> int:
+    """The parent of a rank (its launcher), as the rank's own pid namespace sees it."""
+    if hasattr(running, "container"):  # docker: the ranks' pids are the container's
+        _, output = running.container.exec_run(["sh", "-c", f"read a b c d rest < /proc/{int(pid)}/stat; echo $d"])
+        return int(output)
+    return int(Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+class KilledBehindAStoppedLauncher(Fault):
+    """Rank 1's launcher is stopped (SIGSTOP), then rank 1 is SIGKILLed as it starts `phase`: the
+    launcher cannot notice (nor reap it: a zombie), so the cell stops progressing with a dead rank, as
+    when a launcher's monitor or Slurm's job end is slow to see a death."""
+
+    def __call__(self, rank: int, event: dict) -> None:
+        if rank == self.rank and event.get("event") == "phase_start" and event.get("phase") == self.phase \
+                and not self.fired:
+            launcher = parent_of(self.running, event["pid"])
+            if hasattr(self.running, "container"):
+                # the launcher is the container's pid 1, which ignores signals sent from inside: stop it
+                # from the host, by its host pid
+                os.kill(host_pid(self.running, launcher), signal.SIGSTOP)
+            else:
+                self.running.signal(launcher, "STOP")
+        super().__call__(rank, event)
+
+
+def host_pid(running, inner: int) -> int:
+    """The host's pid of a container's process `inner` (NSpid's last field is the container's pid)."""
+    for row in running.container.top(ps_args="-o pid")["Processes"]:
+        for line in Path(f"/proc/{row[0]}/status").read_text().splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == inner:
+                return int(row[0])
+    raise AssertionError(f"no process {inner} in the container")
+
+
+def run_killed_behind_a_stopped_launcher(setup, tmp_path, name: str):
+    engine, image = setup
+    spec = _spec(engine, tmp_path / name, ("--hold-at", "bandwidth"), "accelerate", image, (), TIMEOUTS)
+    fault = KilledBehindAStoppedLauncher(spec.out_dir, 1, "bandwidth", "KILL")
+    record = supervise.supervise(engine, spec, TIMEOUTS, on_event=fault, on_start=fault.start)
+    assert record.leftovers == [], f"left behind: {record.leftovers}"
+    return record, outcome.classify(record.to_json())
+
+
+def test_a_killed_rank_the_launcher_has_not_noticed_is_a_fail_not_a_hang(setup, tmp_path):
+    record, result = run_killed_behind_a_stopped_launcher(setup, tmp_path, "gone")
+    assert record.ended_by == "stall"  # the launcher never exited: the supervisor stopped the cell
+    assert record.stall["gone"] == [1], record.stall
+    assert result.status == "fail" and result.error_class == "killed", result
+    assert result.phase == "bandwidth" and result.detail["rank"] == 1
+    assert "rank 1 died in bandwidth" in result.reason
+    assert "0" in result.detail["victims"], result.detail
 
 
 def test_rank_that_never_joins_is_a_hang_in_init(setup, tmp_path):

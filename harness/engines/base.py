@@ -68,6 +68,11 @@ class Running(Protocol):
         the attempt folder) and py-spy's dumps by rank; None: the supervisor does it through signal() and
         native_dump() (every rank is reachable from here)."""
 
+    def gone(self, pids: dict[int, int]) -> set[int]:
+        """Of these ranks (rank: pid as the rank saw it), those whose process has exited (a zombie too);
+        empty where it cannot be told. A rank killed while its launcher has not yet noticed is gone, not
+        stopped: the supervisor asks before it calls a silent rank a hang."""
+
     def output_tail(self, lines: int = 80) -> str:
         """The end of the launcher's merged stdout/stderr."""
 

@@ -396,6 +396,20 @@ class DockerRunning:
     def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
         return None  # every rank is in this container: signal() and native_dump() reach it
 
+    def gone(self, pids: dict[int, int]) -> set[int]:
+        """Ranks whose /proc entry in the container is missing or a zombie; none while the container
+        cannot be asked (it has exited: poll() says so)."""
+        found = set()
+        for rank, pid in pids.items():
+            try:
+                code, output = self.container.exec_run(["cat", f"/proc/{int(pid)}/stat"])
+            except docker.errors.APIError:
+                return set()
+            stat = output.decode(errors="replace")
+            if code != 0 or stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
+                found.add(rank)
+        return found
+
     def output_tail(self, lines: int = 80) -> str:
         try:
             return self.container.logs(tail=lines).decode(errors="replace")

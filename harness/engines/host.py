@@ -115,6 +115,10 @@ class Tagged:
     def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
         return None  # every rank is on this machine: signal() and native_dump() reach it
 
+    def gone(self, pids: dict[int, int]) -> set[int]:
+        live = {p.pid for p in tagged(self.token)}  # tagged() leaves zombies out
+        return {rank for rank, pid in pids.items() if pid not in live}
+
     def output_tail(self, lines: int = 80) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -290,6 +290,16 @@ class SlurmRunning(Tagged):
             return None  # no collector ran: this machine's ranks, as the host engine does
         return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
 
+    def gone(self, pids: dict[int, int]) -> set[int]:
+        """Ranks no node's collector found alive; none unless the collector answered from every node of
+        the job (a node that did not answer may hold them)."""
+        found = self.on_nodes()
+        nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+        if not found or not nodes.isdigit() or len(found) < int(nodes):
+            return set()
+        live = {int(rank) for node in found for rank in node.get("ranks", {}) if str(rank).isdigit()}
+        return {rank for rank in pids if rank not in live}
+
     def job(self) -> dict[str, str] | None:
         now = time.monotonic()
         if now - self.checked >= STATE_POLL_S:
