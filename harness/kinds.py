@@ -54,6 +54,10 @@ ControlWhen = Literal["always", "failing", "never"]  # `--control`: for which ce
 CONTROL_WHEN: tuple[ControlWhen, ...] = get_args(ControlWhen)
 ControlStatus = Literal["pass", "hang", "fail", "not-run"]  # record.control: what NCCL alone did
 RescueStatus = Literal["rescued", "not-rescued", "not-run"]  # record.rescue: what the rescue search found
+# why a cell's rescue search stopped (ladder.SearchEnd): a step made the cell pass, Ctrl-C, its time budget
+# was spent, its attempt budget cut the candidates short, or every candidate was tried
+RescueEnd = Literal["rescued", "interrupted", "time", "attempts", "steps"]
+RESCUE_ENDS: tuple[RescueEnd, ...] = get_args(RescueEnd)
 Layer = Literal["nccl", "above-nccl", "unknown"]  # record.layer: where a hang or failure lies
 
 EndedBy = Literal["exited", "stall", "cap", "interrupted", "infra"]  # how the supervisor ended an attempt

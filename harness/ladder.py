@@ -13,6 +13,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .kinds import RescueEnd
+
 ENV = "NCCL env docs"
 
 
@@ -97,3 +99,41 @@ def plan(steps: Iterable[Step], cell_env: Mapping[str, str], budget: Budget) -> 
     """What the search of one cell tries, in order, cut to the budget's attempts (the time budget is
     spent as it runs: runner stops when it is gone)."""
     return candidates(steps, cell_env)[:max(budget.attempts, 0)]
+
+
+@dataclass(frozen=True)
+class SearchEnd:
+    """Why one cell's search stopped, what it did not try and the budget it ran under: whether raising
+    `rescue: attempts` or `seconds` in matrix.yaml could find more."""
+
+    why: RescueEnd
+    untried: tuple[str, ...] = ()  # the candidates not tried, in order (names)
+    budget: Budget = Budget()
+
+    def text(self) -> str:
+        """`the time budget of 120 s was spent; not tried: a, b (matrix.yaml rescue: seconds)`, and so on."""
+        untried = ", ".join(self.untried[:6]) + (f" and {len(self.untried) - 6} more" if len(self.untried) > 6 else "")
+        if self.why == "rescued":
+            return "stopped at the first step that passed"
+        if self.why == "steps":
+            return "every candidate step was tried"
+        if self.why == "interrupted":
+            return "stopped by Ctrl-C" + (f"; not tried: {untried}" if untried else "")
+        if self.why == "time":
+            return (f"the time budget of {self.budget.seconds:g} s was spent; not tried: {untried} "
+                    "(raise matrix.yaml rescue: seconds to try them)")
+        return (f"the attempt budget of {self.budget.attempts} was reached; not tried: {untried} "
+                "(raise matrix.yaml rescue: attempts to try them)")
+
+
+def search_end(candidates: tuple[Step, ...], budget: Budget, tried: int, rescued: bool,
+               interrupted: bool) -> SearchEnd:
+    """Why a search over `candidates` (in order; the first `tried` were run) stopped."""
+    untried = tuple(s.name for s in candidates[tried:])
+    if rescued:
+        return SearchEnd("rescued", untried, budget)
+    if interrupted:
+        return SearchEnd("interrupted", untried, budget)
+    if not untried:
+        return SearchEnd("steps", (), budget)
+    return SearchEnd("time" if tried < budget.attempts else "attempts", untried, budget)

@@ -346,10 +346,13 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
 
 def rescue_lines(cell: Cell, m: Matrix, ropts: runner.RunOptions, inherited: dict[str, str]) -> str:
     """What the rescue search would try for the cell after a hang or failure, in order, within its budget."""
-    steps = runner.rescue_plan(cell, m, ropts, inherited)
-    if isinstance(steps, str):
-        return f"# {cell.id}: no rescue search: {steps}"
+    found = runner.rescue_candidates(cell, m, ropts, inherited)
+    if isinstance(found, str):
+        return f"# {cell.id}: no rescue search: {found}"
     budget = m.rescue_budget
+    steps, beyond = found[:max(budget.attempts, 0)], found[max(budget.attempts, 0):]
     head = (f"# {cell.id}: the rescue search, after a hang or failure: up to {len(steps)} attempt(s) within "
             f"{budget.seconds:g} s, stopping at the first pass")
-    return "\n".join([head] + [f"#   {n}. {step.name}: {step.assignments()}" for n, step in enumerate(steps, 1)])
+    tail = ([f"#   not tried, beyond the attempt budget of {budget.attempts} (matrix.yaml rescue: attempts): "
+             f"{', '.join(s.name for s in beyond)}"] if beyond else [])
+    return "\n".join([head] + [f"#   {n}. {step.name}: {step.assignments()}" for n, step in enumerate(steps, 1)] + tail)

@@ -11,7 +11,8 @@ record.json (schema 1; `CellRecord.to_json` writes exactly this layout, `results
      "outcome":  {status, reason, seconds, phase, error_class, detail},
      "image":    {tag, id} or null (the image it ran in, docker engine),
      "attempts": [{"attempt": n, "outcome": {...}, "raw": RawAttempt, "command": [argv...],
-                   "step": {name, env, why} (rescue attempts only: the ladder step it ran with)}]}
+                   "step": {name, env, why} (rescue attempts only: the ladder step it ran with)}],
+     "rescue_search": {why, untried, attempts, seconds} (only where a rescue search ran: why it stopped)}
 
 `from_json` reads older and partial records (a missing field is None or empty) and raises RecordError
 for JSON of the wrong shape (a field of the wrong type, an unknown status), which results.load_run
@@ -29,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankSummary,
                        RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
-from .ladder import Step
+from .ladder import Budget, SearchEnd, Step
 from .workload.redact import shown_env
 from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
-                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES,
+                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RESCUE_ENDS, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES,
                     WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, Layer,
                     NcclVia, Phase, RescueStatus, Status, WorkloadPhase)
 
@@ -162,6 +163,24 @@ def step_json(step: Step) -> dict[str, Any]:
     return {"name": step.name, "env": dict(step.env), "why": step.why}
 
 
+def search_json(end: SearchEnd) -> dict[str, Any]:
+    return {"why": end.why, "untried": list(end.untried), "attempts": end.budget.attempts,
+            "seconds": end.budget.seconds}
+
+
+def search_of(data: Any, where: str) -> SearchEnd:
+    """A recorded end of a rescue search, read strictly."""
+    facts = _Facts(data, where)
+    why = _one_of(facts.data, "why", RESCUE_ENDS, where)
+    if why is None:
+        raise RecordError(f"{_at(where, 'why')} should be one of {', '.join(RESCUE_ENDS)}, not missing")
+    names = facts.list("untried")
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise RecordError(f"{_at(where, f'untried[{i}]')} should be a step name, not {_shown(name)}")
+    return SearchEnd(why, tuple(names), Budget(facts.int("attempts", 0, 10_000) or 0, facts.num("seconds") or 0.0))
+
+
 def step_of(data: Any, where: str) -> Step:
     """A recorded ladder step, read strictly: a name, an object of string values, a why."""
     facts = _Facts(data, where)
@@ -274,9 +293,10 @@ class Rescue:
     step: Step | None = None
     busbw: tuple[int, float] | None = None  # (bytes, median busbw GB/s) of the rescuing attempt, largest size
     tried: tuple[Tried, ...] = ()
+    ended: SearchEnd | None = None  # why the search stopped (None in runs from before it was recorded)
 
     @classmethod
-    def of(cls, attempts: Iterable[AttemptRecord], cell: CellFields) -> Rescue:
+    def of(cls, attempts: Iterable[AttemptRecord], cell: CellFields, ended: SearchEnd | None = None) -> Rescue:
         runs = [a for a in attempts if a.raw.kind == "rescue" and a.step is not None]
         if not runs:
             return cls("not-run", "not applicable (gloo): NCCL variables do not act on gloo" if cell.is_cpu
@@ -285,8 +305,8 @@ class Rescue:
                             a.attempt) for a in runs if a.step)
         passed = [a for a in runs if a.outcome and a.outcome.status in MEASURED]
         if not passed:
-            return cls("not-rescued", tried=tried)
-        return cls("rescued", step=passed[0].step, busbw=passed[0].busbw, tried=tried)
+            return cls("not-rescued", tried=tried, ended=ended)
+        return cls("rescued", step=passed[0].step, busbw=passed[0].busbw, tried=tried, ended=ended)
 
 
 # ---------------------------------------------------------------- the cell record
@@ -299,21 +319,24 @@ class CellRecord:
     env: Mapping[str, str] = field(default_factory=dict)
     image: ImageRef | None = None
     attempts: tuple[AttemptRecord, ...] = ()
+    search: SearchEnd | None = None  # why the rescue search stopped, where one ran
 
     # making and storing -------------------------------------------------
     @classmethod
     def of(cls, cell: Cell, outcome: Outcome, attempts: Iterable[AttemptRecord] = (),
-           image: ImageRef | Mapping[str, Any] | None = None) -> CellRecord:
+           image: ImageRef | Mapping[str, Any] | None = None, search: SearchEnd | None = None) -> CellRecord:
         """The record of a matrix cell (results.save_record writes it)."""
         if image is not None and not isinstance(image, ImageRef):
             image = ImageRef.from_json(image)
-        return cls(CellFields.from_cell(cell), outcome, shown_env(cell.variant.env_dict), image, tuple(attempts))
+        return cls(CellFields.from_cell(cell), outcome, shown_env(cell.variant.env_dict), image, tuple(attempts),
+                   search)
 
     def to_json(self) -> dict[str, Any]:
         return {"cell": self.cell.to_json(), "env": dict(self.env),
                 "outcome": self.outcome.to_json() if self.outcome else None,
                 "image": self.image.to_json() if self.image else None,
-                "attempts": [a.to_json() for a in self.attempts]}
+                "attempts": [a.to_json() for a in self.attempts]} | (
+                    {"rescue_search": search_json(self.search)} if self.search else {})
 
     @classmethod
     def from_json(cls, data: Any, where: str = "") -> CellRecord:
@@ -326,7 +349,9 @@ class CellRecord:
                    None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
                    _env(data, where),
                    ImageRef.from_json(data.get("image"), _at(where, "image")),
-                   tuple(AttemptRecord.from_json(a, _at(where, f"attempts[{i}]")) for i, a in enumerate(attempts)))
+                   tuple(AttemptRecord.from_json(a, _at(where, f"attempts[{i}]")) for i, a in enumerate(attempts)),
+                   None if data.get("rescue_search") is None else search_of(data["rescue_search"],
+                                                                             _at(where, "rescue_search")))
 
     @classmethod
     def parse(cls, data: Any) -> CellRecord | None:
@@ -399,7 +424,7 @@ class CellRecord:
     @property
     def rescue(self) -> Rescue:
         """What the rescue search found for this cell (not-run when none ran: gloo, no --rescue)."""
-        return Rescue.of(self.attempts, self.cell)
+        return Rescue.of(self.attempts, self.cell, self.search)
 
     @property
     def layer(self) -> Layer:

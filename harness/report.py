@@ -334,7 +334,8 @@ def rescue_text(record: CellRecord, cells: dict[str, CellRecord], ref: int | Non
         return rescue.reason if record.status in ("hang", "fail") else None
     if rescue.status == "not-rescued":
         tried = ", ".join(f"{t.step.name} ({t.status or '?'})" for t in rescue.tried)
-        return f"no rescue in {len(rescue.tried)} attempt(s): tried {tried}"
+        ended = f"; {rescue.ended.text()}" if rescue.ended else ""
+        return f"no rescue in {len(rescue.tried)} attempt(s): tried {tried}{ended}"
     assert rescue.step is not None
     where = next((f"attempt {t.attempt}" for t in rescue.tried if t.step == rescue.step and t.attempt), "")
     text = f"smallest rescue: {rescue.step.assignments()} (step {rescue.step.name}{', ' + where if where else ''}"

@@ -64,7 +64,15 @@ def cell_env(cell: Cell, opts: RunOptions) -> dict[str, str]:
 def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions,
                 inherited: Mapping[str, str] | None = None) -> tuple[ladder.Step, ...] | str:
     """The steps the rescue search would try for the cell, in order and within the attempt budget; or
-    why there is no search: gloo ignores every NCCL variable, so a CPU cell has nothing to rescue, unless
+    why there is no search (rescue_candidates)."""
+    found = rescue_candidates(cell, m, opts, inherited)
+    return found if isinstance(found, str) else found[:max(m.rescue_budget.attempts, 0)]
+
+
+def rescue_candidates(cell: Cell, m: Matrix, opts: RunOptions,
+                      inherited: Mapping[str, str] | None = None) -> tuple[ladder.Step, ...] | str:
+    """Every step the rescue search may try for the cell, in order, before the attempt budget; or why
+    there is no search: gloo ignores every NCCL variable, so a CPU cell has nothing to rescue, unless
     its own environment turns the test faults on (HARNESS_TEST_FAULTS=1: then the variables act on a test
     fault, workload/cli.py HANG_UNLESS_ENV, which is how the search is tested on CPU).
     A change the ranks already have is skipped, whether the cell's variant sets it or the environment
@@ -73,7 +81,7 @@ def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions,
     env = cell_env(cell, opts)
     if cell.stack.is_cpu and env.get(FAULT_ENV) != "1":
         return "not applicable (gloo): NCCL variables do not act on gloo"
-    return ladder.plan(m.ladder, {**(inherited or {}), **env}, m.rescue_budget)
+    return ladder.candidates(m.ladder, {**(inherited or {}), **env})
 
 
 def with_step(cell: Cell, step: ladder.Step) -> Cell:
@@ -108,9 +116,11 @@ def run_cell(
                                  lambda running: None))
     # never after Ctrl-C (SIGTERM, SIGHUP): the supervisor records an interrupted attempt and returns, and
     # a control interrupted after a hung cell would otherwise be followed by the whole ladder
+    search = None
     if opts.rescue and result.status in ("hang", "fail") and not _interrupted(attempts):
-        attempts += _rescue(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, on_event)
-    record = CellRecord.of(cell, result, attempts, image_info)
+        rescues, search = _rescue(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, on_event)
+        attempts += rescues
+    record = CellRecord.of(cell, result, attempts, image_info, search)
     results.save_record(opts.results, opts.run_id, record)
     return record
 
@@ -120,13 +130,14 @@ def _interrupted(attempts: list[AttemptRecord]) -> bool:
 
 
 def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, first: int,
-            on_event: Callable[[int, dict], None]) -> list[AttemptRecord]:
+            on_event: Callable[[int, dict], None]) -> tuple[list[AttemptRecord], ladder.SearchEnd | None]:
     """The rescue search: one supervised attempt per planned step (attempt-N, kind rescue, the step's
     variables added to the cell's, the rescue thresholds), until one passes, the plan ends or the time
-    budget is spent (the last attempt's hard cap is cut to what is left of it)."""
-    steps = rescue_plan(cell, m, opts, engine.inherited_env(image))
-    if isinstance(steps, str):
-        return []
+    budget is spent (the last attempt's hard cap is cut to what is left of it); and why it stopped."""
+    found = rescue_candidates(cell, m, opts, engine.inherited_env(image))
+    if isinstance(found, str):
+        return [], None
+    steps = found[:max(m.rescue_budget.attempts, 0)]
     started, done = time.monotonic(), []
     for n, step in enumerate(steps):
         left = m.rescue_budget.seconds - (time.monotonic() - started)
@@ -140,7 +151,9 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
         assert attempt.outcome is not None
         if attempt.outcome.status in MEASURED or _interrupted([attempt]):
             break
-    return done
+    last = done[-1].outcome if done else None
+    return done, ladder.search_end(found, m.rescue_budget, len(done), last is not None and last.status in MEASURED,
+                                   _interrupted(done))
 
 
 def _attempt(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, attempt: int,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,30 @@ def test_a_change_the_cell_already_has_is_skipped_alone_and_in_pairs():
 def test_the_plan_is_cut_to_the_attempt_budget():
     assert _names(ladder.plan((A, B, D), {}, Budget(attempts=4))) == ["a", "b", "d", "a+b"]
     assert len(ladder.plan(ladder.DEFAULT, {}, Budget())) == Budget().attempts
+
+
+@pytest.mark.parametrize("tried, rescued, interrupted, budget, why, untried", [
+    (2, True, False, Budget(4), "rescued", ["d", "a+b"]),
+    (1, False, True, Budget(4), "interrupted", ["b", "d", "a+b"]),
+    (2, False, False, Budget(4, 60), "time", ["d", "a+b"]),  # fewer than the plan: the seconds ran out
+    (3, False, False, Budget(3), "attempts", ["a+b"]),  # the plan, cut to 3 of the 4 candidates
+    (4, False, False, Budget(12), "steps", []),  # every candidate
+])
+def test_the_search_says_why_it_stopped_and_what_it_did_not_try(tried, rescued, interrupted, budget, why, untried):
+    end = ladder.search_end((A, B, D, ladder.pair(A, B)), budget, tried, rescued, interrupted)
+    assert end.why == why and list(end.untried) == untried and end.budget == budget
+
+
+def test_the_reason_a_search_stopped_says_which_budget_to_raise():
+    steps = (A, B, D)
+    assert ladder.search_end(steps, Budget(3, 60), 1, False, False).text() == (
+        "the time budget of 60 s was spent; not tried: b, d (raise matrix.yaml rescue: seconds to try them)")
+    assert ladder.search_end(steps, Budget(2), 2, False, False).text() == (
+        "the attempt budget of 2 was reached; not tried: d (raise matrix.yaml rescue: attempts to try them)")
+    assert ladder.search_end(steps, Budget(3), 3, False, False).text() == "every candidate step was tried"
+    many = tuple(Step(f"s{i}", ((f"V{i}", "1"),)) for i in range(9))
+    assert ladder.search_end(many, Budget(1), 1, False, True).text() == (
+        "stopped by Ctrl-C; not tried: s1, s2, s3, s4, s5, s6 and 2 more")
 
 
 def test_the_default_ladder_covers_the_issue_and_says_why_for_each_step():
@@ -97,6 +122,19 @@ def test_a_change_the_ranks_inherit_already_is_not_tried():
                                                                      "p2p-off+ib-off", "shm-off+ib-off"]
     other = {"NCCL_ALGO": "Tree"}  # inherited with another value: setting Ring is a change
     assert _names(runner.rescue_plan(stuck, m, opts, other))[0] == "ring"
+
+
+def test_the_dry_run_prints_the_plan_and_what_the_attempt_budget_leaves_out():
+    from harness import pipeline
+
+    m = matrix.load(FIXTURE)
+    (stuck,) = m.cells
+    lines = pipeline.rescue_lines(stuck, m, runner.RunOptions("r", Path("/tmp")), {}).splitlines()
+    assert lines[0].endswith("up to 6 attempt(s) within 300 s, stopping at the first pass")
+    assert lines[1:4] == ["#   1. ring: NCCL_ALGO=Ring", "#   2. p2p-off: NCCL_P2P_DISABLE=1",
+                          "#   3. shm-off: NCCL_SHM_DISABLE=1"]
+    assert lines[-1] == ("#   not tried, beyond the attempt budget of 6 (matrix.yaml rescue: attempts): ring+ib-off, "
+                         "p2p-off+shm-off, p2p-off+ib-off, shm-off+ib-off")
 
 
 def test_a_step_adds_its_variables_to_the_cell_and_keeps_its_id():
@@ -163,6 +201,19 @@ def test_the_rescue_round_trips_through_json_and_old_records_still_load():
     assert CellRecord.from_json(old).rescue.reason.startswith("not run")
 
 
+def test_why_the_search_stopped_round_trips_and_a_malformed_one_is_a_corrupt_record():
+    end = ladder.search_end((A, B, D), Budget(2, 30), 2, False, False)
+    rec = replace(_searched(["hang", "fail"]), search=end)
+    data = json.loads(json.dumps(rec.to_json()))
+    assert data["rescue_search"] == {"why": "attempts", "untried": ["d"], "attempts": 2, "seconds": 30}
+    assert CellRecord.from_json(data).rescue.ended == end
+    assert "rescue_search" not in _searched(["hang"]).to_json()  # records without a search write as before
+    for bad, where in (({"why": "bored"}, "rescue_search.why"), ({"why": "time", "untried": [3]}, r"untried\[0\]"),
+                       ({"untried": []}, "rescue_search.why")):
+        with pytest.raises(RecordError, match=where):
+            CellRecord.from_json({**data, "rescue_search": bad})
+
+
 @pytest.mark.parametrize("step, where", [
     ("p2p-off", "attempts[1].step should be an object"),
     ({"env": {"NCCL_P2P_DISABLE": "1"}}, "attempts[1].step.name"),
@@ -200,6 +251,10 @@ def test_the_report_lists_what_was_tried_when_nothing_rescued_the_cell():
     rec = _searched(["hang", "fail", "hang"])
     assert report.rescue_text(rec, {"default": rec}, None) == "no rescue in 3 attempt(s): tried a (hang), b (fail), d (hang)"
     assert report.recommend({"default": rec}, None) == "no variant passes; no rescue in 3 attempt(s)"
+    ended = replace(rec, search=ladder.search_end((A, B, D, C), Budget(3), 3, False, False))
+    assert report.rescue_text(ended, {"default": ended}, None) == (
+        "no rescue in 3 attempt(s): tried a (hang), b (fail), d (hang); the attempt budget of 3 was reached; not "
+        "tried: c (raise matrix.yaml rescue: attempts to try them)")
     assert report.rescue_text(_searched([]), {}, None) == "not run (no --rescue, or a run from before the rescue search)"
     assert report.rescue_text(_searched([], cell_status="pass"), {}, None) is None
 
@@ -263,6 +318,8 @@ def test_the_search_stops_when_its_time_budget_is_spent(tmp_path):
     assert sum(a["outcome"]["seconds"] for a in rescues) < 12 + 5  # a cap is ended within a few seconds
     report = (tmp_path / "budget" / "report.md").read_text()
     assert f"no rescue in {len(rescues)} attempt(s): tried ring (hang)" in report
+    assert "the time budget of 12 s was spent; not tried: " in report
+    assert json.loads(record.read_text())["rescue_search"]["why"] == "time"
 
 
 class _Engine:
@@ -288,5 +345,6 @@ def test_no_search_after_ctrl_c_in_the_control(monkeypatch, tmp_path, control, r
 
     monkeypatch.setattr(runner, "_attempt", attempt)
     monkeypatch.setattr(runner.results, "save_record", lambda *args: None)
-    runner.run_cell(_Engine(), stuck, m, runner.RunOptions("r", tmp_path, control="always", rescue=True))
+    rec = runner.run_cell(_Engine(), stuck, m, runner.RunOptions("r", tmp_path, control="always", rescue=True))
     assert kinds == ran
+    assert (rec.search.why if rec.search else None) == ("rescued" if "rescue" in ran else None)
