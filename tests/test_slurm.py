@@ -149,6 +149,24 @@ def test_without_slurm_the_run_is_an_infra_error_with_the_fix(tmp_path):
     assert "sbatch" in proc.stderr and "scripts/slurm-local.sh" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _collected(*nodes: dict, num_nodes: str = "2") -> slurm.SlurmRunning:
+    """A running job whose collector already answered with `nodes` (what on_nodes() read back)."""
+    running = slurm.SlurmRunning("7", Path("/nonexistent/launcher.log"), "token")
+    running.found, running.state = list(nodes), {"NumNodes": num_nodes, "JobState": "RUNNING"}
+    return running
+
+
+def test_a_rank_is_gone_only_when_every_node_answered_and_none_holds_it():
+    n1 = {"node": "n1", "ranks": {"0": 100}, "processes": [{"pid": 100, "rank": "0", "state": "S"}]}
+    n2 = {"node": "n2", "ranks": {}, "processes": [{"pid": 90, "rank": None, "state": "S"}]}  # its launcher
+    assert _collected(n1, n2).gone({0: 100, 1: 101}) == {1}
+    assert _collected(n1).gone({0: 100, 1: 101}) == set()  # n2 did not answer: it may hold rank 1
+    # a live process with RANK=1 whose pid the collector could not match is not called gone
+    n2_alive = {**n2, "processes": [{"pid": 55, "rank": "1", "state": "S"}]}
+    assert _collected(n1, n2_alive).gone({0: 100, 1: 101}) == set()
+    assert _collected(num_nodes="1").gone({0: 100}) == set()  # no collector ran
+
+
 # ------------------------------------------------------------------------------------ a real Slurm
 def _no_jobs_of(run_id: str) -> None:
     left = [j for j in slurm.queued() if run_id in j[1]]

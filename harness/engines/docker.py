@@ -398,15 +398,17 @@ class DockerRunning:
 
     def gone(self, pids: dict[int, int]) -> set[int]:
         """Ranks whose /proc entry in the container is missing or a zombie; none while the container
-        cannot be asked (it has exited: poll() says so)."""
+        cannot be asked (it has exited: poll() says so), and none for an answer that is not /proc's (an
+        image without cat)."""
         found = set()
         for rank, pid in pids.items():
             try:
                 code, output = self.container.exec_run(["cat", f"/proc/{int(pid)}/stat"])
             except docker.errors.APIError:
                 return set()
-            stat = output.decode(errors="replace")
-            if code != 0 or stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]:
+            text = output.decode(errors="replace")
+            missing = code != 0 and "No such file or directory" in text
+            if missing or (code == 0 and text.rsplit(")", 1)[-1].split()[:1] == ["Z"]):
                 found.add(rank)
         return found
 

@@ -291,14 +291,16 @@ class SlurmRunning(Tagged):
         return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
 
     def gone(self, pids: dict[int, int]) -> set[int]:
-        """Ranks no node's collector found alive; none unless the collector answered from every node of
-        the job (a node that did not answer may hold them)."""
+        """Ranks no node's collector found alive, neither by their pid nor by a live process with their
+        RANK; none unless the collector answered from every node of the job (a node that did not answer
+        may hold them)."""
         found = self.on_nodes()
         nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
         if not found or not nodes.isdigit() or len(found) < int(nodes):
             return set()
-        live = {int(rank) for node in found for rank in node.get("ranks", {}) if str(rank).isdigit()}
-        return {rank for rank in pids if rank not in live}
+        live = {str(rank) for node in found for rank in node.get("ranks", {})}
+        live |= {str(p.get("rank")) for node in found for p in node.get("processes", []) if p.get("rank") is not None}
+        return {rank for rank in pids if str(rank) not in live}
 
     def job(self) -> dict[str, str] | None:
         now = time.monotonic()
