@@ -44,6 +44,10 @@ class Budget:
     attempts: int = 12
     seconds: float = 1800.0
 
+    def planned(self, candidates: tuple[Step, ...]) -> tuple[Step, ...]:
+        """The candidates this budget's attempts reach, in order (the rest are never tried)."""
+        return candidates[:max(self.attempts, 0)]
+
 
 def _step(name: str, env: Mapping[str, str], why: str) -> Step:
     return Step(name, tuple(sorted(env.items())), why)
@@ -98,7 +102,7 @@ def candidates(steps: Iterable[Step], cell_env: Mapping[str, str]) -> tuple[Step
 def plan(steps: Iterable[Step], cell_env: Mapping[str, str], budget: Budget) -> tuple[Step, ...]:
     """What the search of one cell tries, in order, cut to the budget's attempts (the time budget is
     spent as it runs: runner stops when it is gone)."""
-    return candidates(steps, cell_env)[:max(budget.attempts, 0)]
+    return budget.planned(candidates(steps, cell_env))
 
 
 @dataclass(frozen=True)

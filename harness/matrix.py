@@ -136,8 +136,8 @@ class Bandwidth(_Strict):
 class RescueTimeouts(Timeouts):
     """Stall thresholds of rescue attempts: shorter than a cell's where a healthy attempt is quick, so a
     ladder of steps that hang costs minutes, not hours. A healthy GPU attempt stays well inside them: on
-    2x H200 a whole 2-GPU cell takes about 18 s (FIELD-NOTES), NCCL init and DDP's first broadcast a few
-    seconds of that; startup (imports, CUDA init) keeps fingerprint's 120 s and the sweep bandwidth's
+    2x H200 a whole 2-GPU cell takes about 10 to 11 s (docs/benchmarks.md 4d), NCCL init and DDP's first
+    broadcast a few seconds of that; startup (imports, CUDA init) keeps fingerprint's 120 s and the sweep bandwidth's
     120 s per size (1 GiB over sockets is about 50 s a size at 2.8 GB/s, and a rescue may force sockets)."""
 
     init: Seconds = 30

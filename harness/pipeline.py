@@ -350,7 +350,8 @@ def rescue_lines(cell: Cell, m: Matrix, ropts: runner.RunOptions, inherited: dic
     if isinstance(found, str):
         return f"# {cell.id}: no rescue search: {found}"
     budget = m.rescue_budget
-    steps, beyond = found[:max(budget.attempts, 0)], found[max(budget.attempts, 0):]
+    steps = budget.planned(found)
+    beyond = found[len(steps):]
     head = (f"# {cell.id}: the rescue search, after a hang or failure: up to {len(steps)} attempt(s) within "
             f"{budget.seconds:g} s, stopping at the first pass")
     tail = ([f"#   not tried, beyond the attempt budget of {budget.attempts} (matrix.yaml rescue: attempts): "

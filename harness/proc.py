@@ -26,7 +26,11 @@ def stat_fields(pid: int | str) -> list[str]:
     """/proc/<pid>/stat from field 3 (state) on: [0] is the state, [19] the start time in clock ticks
     after boot. The command (field 2) may hold spaces and parentheses, so the split starts after the
     last ")". OSError when the process is gone."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat_after_command(Path(f"/proc/{pid}/stat").read_text())
+
+
+def stat_after_command(stat: str) -> list[str]:
+    """The fields of a /proc/<pid>/stat text after the command: [0] is the state (stat_fields)."""
     return stat[stat.rindex(")") + 2:].split()
 
 

@@ -66,7 +66,7 @@ def rescue_plan(cell: Cell, m: Matrix, opts: RunOptions,
     """The steps the rescue search would try for the cell, in order and within the attempt budget; or
     why there is no search (rescue_candidates)."""
     found = rescue_candidates(cell, m, opts, inherited)
-    return found if isinstance(found, str) else found[:max(m.rescue_budget.attempts, 0)]
+    return found if isinstance(found, str) else m.rescue_budget.planned(found)
 
 
 def rescue_candidates(cell: Cell, m: Matrix, opts: RunOptions,
@@ -137,7 +137,7 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
     found = rescue_candidates(cell, m, opts, engine.inherited_env(image))
     if isinstance(found, str):
         return [], None
-    steps = found[:max(m.rescue_budget.attempts, 0)]
+    steps = m.rescue_budget.planned(found)
     started, done = time.monotonic(), []
     for n, step in enumerate(steps):
         left = m.rescue_budget.seconds - (time.monotonic() - started)

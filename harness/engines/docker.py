@@ -16,7 +16,7 @@ import docker
 import docker.errors
 
 from .. import launch as launch_mod
-from .. import owner
+from .. import owner, proc
 from ..baseimage import LOCAL_BASES
 from ..errors import BuildFailed, InfraError
 from ..workload.fingerprint import relevant_env
@@ -407,8 +407,10 @@ class DockerRunning:
             except docker.errors.APIError:
                 return set()
             text = output.decode(errors="replace")
-            missing = code != 0 and "No such file or directory" in text
-            if missing or (code == 0 and text.rsplit(")", 1)[-1].split()[:1] == ["Z"]):
+            if code != 0:
+                if "No such file or directory" in text:
+                    found.add(rank)
+            elif ")" in text and proc.stat_after_command(text)[:1] == ["Z"]:
                 found.add(rank)
         return found
 

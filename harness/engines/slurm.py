@@ -253,9 +253,13 @@ class SlurmRunning(Tagged):
         self.checked = 0.0
         self.found: list[dict] | None = None  # the collector's findings, once per attempt
 
+    def node_count(self) -> str:
+        """The job's node count as Slurm last said it (NumNodes, "2" or a range "2-4": its low end)."""
+        return (self.state or {}).get("NumNodes", "1").split("-")[0]
+
     def on_every_node(self, words: list[str], log: Path | None = None) -> None:
         """`words` once on every node of the running job, beside its ranks (`srun --overlap`)."""
-        nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+        nodes = self.node_count()
         try:
             proc.run(["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1", *words],
                      timeout=COLLECT_S, log=log)
@@ -295,7 +299,7 @@ class SlurmRunning(Tagged):
         RANK; none unless the collector answered from every node of the job (a node that did not answer
         may hold them)."""
         found = self.on_nodes()
-        nodes = (self.state or {}).get("NumNodes", "1").split("-")[0]
+        nodes = self.node_count()
         if not found or not nodes.isdigit() or len(found) < int(nodes):
             return set()
         live = {str(rank) for node in found for rank in node.get("ranks", {})}
