@@ -30,7 +30,7 @@ TARGET_P95_S = 2.0
 
 
 def one(engine, m: matrix.Matrix, cell: matrix.Cell, opts: runner.RunOptions, image: str, out: Path,
-        phase: str | None, rank: int) -> tuple[outcome.Outcome, supervise.Attempt]:
+        phase: str | None, rank: int) -> tuple[outcome.Outcome, supervise.RawAttempt]:
     extra = ("--hold-at", phase) if phase else ()
     ropts = runner.RunOptions(opts.run_id, opts.results, opts.gpus, opts.ranks, 0, extra, (("HARNESS_TEST_FAULTS", "1"),))
     spec = runner.spec_for(cell, m, engine, ropts, image, 1, out)
@@ -78,7 +78,7 @@ def main() -> int:
         result, record = one(engine, m, cell, opts, image, work / f"hang-{i}", phase, rank)
         latency = record.verdict_after_progress - t
         rows.append({"phase": phase, "rank": rank, "status": result.status, "hang_phase": result.phase,
-                     "latency_s": round(latency, 3), "detect_s": round(record.stall["since_progress"] - t, 3)
+                     "latency_s": round(latency, 3), "detect_s": round(record.stall.since_progress - t, 3)
                      if record.stall else None})
         print(f"hang {i + 1}/{args.hangs}: stopped rank {rank} in {phase}: {result.status} in {result.phase}, "
               f"verdict {latency:.2f}s after the threshold", flush=True)

@@ -1,219 +1,168 @@
-"""The evidence of one attempt, as the supervisor recorded it (RawAttempt), and tolerant views of it
-for every reader: the workload's fingerprint and bandwidth payloads, rank summaries, NCCL log summaries,
-the stall. A fact that is missing or of the wrong type reads as None or empty, never as an exception;
-a record of the wrong shape as a whole is a RecordError (results.load_run names it as corrupt)."""
+"""The evidence of one attempt, typed: one frozen model per concept (a rank's state, the stall, a
+rank's NCCL log summary, the workload's phase payloads, the forensics, the attempt), built by the
+supervisor and read by classify, hints, report and compare as the same values. JSON appears only at
+the file edge, through harness/codec.py: `RawAttempt.read` (strict, for what the harness wrote),
+`Model.tolerant` (for what a rank wrote: a part of the wrong shape is left out, never the record),
+`to_json` (the writer). Each model declares its fields once, with their bounds.
+
+What a rank writes (its events, the fingerprint, bandwidth rows) keeps the keys the rank wrote
+(WRITTEN_ONLY) and unknown ones as written (extra="allow"); the harness reads only declared fields."""
 
 from __future__ import annotations
 
-import json
 import math
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import ConfigDict, Field, model_validator
+
+from .codec import (Count, Flag, Json, Limit, Model, RecordError, Seconds, Str, Text, Verified, invariant, ints, nums,
+                    one_of)
 from .kinds import ATTEMPT_KINDS, ENDED_BY, STARTUP, AttemptKind, EndedBy
 
-
-class RecordError(ValueError):
-    """A record whose JSON does not have the record's shape."""
-
-
-# ---------------------------------------------------------------- tolerant and strict readers
-def _map(obj: Any) -> Mapping[str, Any]:
-    return obj if isinstance(obj, Mapping) else {}
-
-
-def _int(obj: Any) -> int | None:
-    return obj if isinstance(obj, int) and not isinstance(obj, bool) else None
-
-
-def _num(obj: Any) -> float | None:
-    """A finite number (JSON allows NaN and Infinity through Python's json; no measurement is either)."""
-    ok = isinstance(obj, int) and not isinstance(obj, bool) or isinstance(obj, float) and math.isfinite(obj)
-    return obj if ok else None
-
-
-def _dig(obj: Any, *keys: str) -> Any:
-    """obj[k1][k2]...; None as soon as a level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-_KINDS = {dict: (Mapping, "an object"), list: (list, "a list"), str: (str, "a string"),
-          float: ((int, float), "a number"), int: (int, "an integer"), bool: (bool, "true or false")}
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    """data[key] checked against `kind`; None when missing or null, RecordError when of another type."""
-    value = data.get(key)
-    if value is None:
-        return None
-    types, name = _KINDS[kind]
-    if not isinstance(value, types) or (kind in (float, int) and isinstance(value, bool)) or (
-            kind is float and _num(value) is None):
-        raise RecordError(f"{_at(where, key)} should be {name}, not {_shown(value)}")
-    return value
-
-
-def _shown(value: Any) -> str:
-    """A value in an error message: its JSON type and its JSON text, cut short."""
-    kind = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
-    return f"{kind} {json.dumps(value, default=str)[:60]}"
-
-
-def _at(where: str, key: str) -> str:
-    return f"{where}.{key}" if where and key else where or key
-
-
-def _object(data: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        raise RecordError(f"{where or 'the record'} should be an object, not {_shown(data)}")
-    return data
-
-
-def _one_of(data: Mapping[str, Any], key: str, values: tuple[str, ...], where: str) -> Any:
-    """data[key], a string of the closed set `values` (kinds.py), or None; RecordError otherwise."""
-    value = _field(data, key, str, where)
-    if value is not None and value not in values:
-        raise RecordError(f"{_at(where, key)} {value!r} is not one of {', '.join(values)}")
-    return value
-
+__all__ = ["RecordError", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow", "ranges_apart", "NcclSummary",
+           "Event", "RankError", "Placement", "RankResult", "RankState", "PhaseEnd", "Forensics", "Stall", "RawAttempt",
+           "MAX_BYTES", "MAX_GBS", "MAX_SECONDS"]
 
 # The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
 # fastest busbw measured here is 341 GB/s (2x H200 over NVLink, docs/benchmarks.md) and the workload's
-# sizes fit in one GPU's memory (141 GB on an H200): a thousand times either is no measurement.
+# sizes fit in one GPU's memory (141 GB on an H200): a thousand times either is no measurement. A
+# one-rank all-reduce communicates nothing, and its "algbw" (about 1.2 million GB/s on an H200) is no
+# bandwidth: the tolerant reader leaves such a figure out, so the record stays readable.
 MAX_BYTES = 1 << 47  # 128 TiB
 MAX_GBS = 1e6
 MAX_SECONDS = 1e7  # four months: past any cell's hard cap
 
-
-class _Facts:
-    """Facts read out of one JSON object of the evidence. Tolerant (where=None): a fact that is missing
-    or of the wrong type reads as None, so readers never raise. Strict (where set, at load): a fact of
-    the wrong type, or a number out of range, is a RecordError that says where it is and what is wrong."""
-
-    def __init__(self, data: Any, where: str | None = None) -> None:
-        if where is not None and data is not None:
-            _object(data, where)
-        self.data, self.where = _map(data), where
-
-    def _bad(self, key: str, value: Any, should: str) -> None:
-        if self.where is not None and value is not None:
-            raise RecordError(f"{_at(self.where, key)} should be {should}, not {_shown(value)}")
-        return None
-
-    def at(self, key: str) -> str | None:
-        return None if self.where is None else _at(self.where, key)
-
-    def str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        return (value or None) if isinstance(value, str) else self._bad(key, value, "a string")
-
-    def text(self, key: str) -> str | None:
-        """A string kept as written (an empty one too)."""
-        value = self.data.get(key)
-        return value if isinstance(value, str) else self._bad(key, value, "a string")
-
-    def int(self, key: str, low: int = -(1 << 63), high: int = 1 << 63) -> int | None:
-        value = self.data.get(key)
-        return value if _int(value) is not None and low <= value <= high else self._bad(
-            key, value, f"an integer from {low} to {high}")
-
-    def num(self, key: str, high: float = math.inf) -> float | None:
-        value = self.data.get(key)
-        return value if _num(value) is not None and 0 <= value <= high else self._bad(
-            key, value, f"a number from 0 to {high:g}")
-
-    def nums(self, key: str, high: float = math.inf) -> tuple[float, ...]:
-        items = self.list(key)
-        return tuple(float(v) for v in (_Facts({"": x}, self.at(f"{key}[{i}]")).num("", high)
-                                         for i, x in enumerate(items)) if v is not None)
-
-    def strs(self, key: str) -> tuple[str, ...]:
-        items = self.list(key)
-        return tuple(v for v in (_Facts({"": x}, self.at(f"{key}[{i}]")).text("") for i, x in enumerate(items)) if v is not None)
-
-    def list(self, key: str) -> list[Any]:
-        value = self.data.get(key)
-        return value if isinstance(value, list) else self._bad(key, value, "a list") or []
-
-    def obj(self, key: str) -> _Facts:
-        value = self.data.get(key)
-        if not isinstance(value, Mapping):
-            self._bad(key, value, "an object")
-        return _Facts(value, self.at(key))
-
-    def objs(self, key: str) -> list[_Facts]:
-        """The objects of a list (strict: every item must be one)."""
-        return [f for f in (_Facts(x, self.at(f"{key}[{i}]")) for i, x in enumerate(self.list(key))) if f.data]
-
-    def named(self, key: str) -> dict[str, Any]:
-        """An object's entries with string keys (JSON keys always are)."""
-        return {k: v for k, v in self.obj(key).data.items() if isinstance(k, str)}
+Bytes = Annotated[int, ints(1, MAX_BYTES)]
+GBs = Annotated[float, nums(MAX_GBS)]
+Duration = Annotated[float, nums(MAX_SECONDS)]
+RankNo = Annotated[int, ints(0, 1 << 16)]
+Wall = Annotated[float, nums()]  # a time.time() stamp
 
 
-# ---------------------------------------------------------------- views of the raw evidence
-@dataclass(frozen=True)
-class EnvChange:
-    """A variable the launcher changed between what the harness asked for and what the rank saw."""
+class _Written(Model):
+    """What a rank wrote: the keys it set, unknown ones kept as written."""
 
-    expected: Any = None
-    actual: Any = None
-
-
-@dataclass(frozen=True)
-class PeerAccess:
-    src: int | None
-    dst: int | None
-    claimed: Any  # True/False as torch says, None when not asked
-    verified: Any  # True, False, "timeout", ... or None when not checked
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """What rank 0 saw inside the container after the launcher ran (the workload's fingerprint phase)."""
-
-    data: Mapping[str, Any] = field(default_factory=dict)
-    where: str | None = field(default=None, compare=False)  # set: read strictly (RawAttempt.validate)
+    model_config = ConfigDict(frozen=True, extra="allow")
+    WRITTEN_ONLY: ClassVar[bool] = True
 
     def __bool__(self) -> bool:
-        return bool(self.data)
+        return bool(self.model_fields_set or self.model_extra)
 
-    @property
-    def _facts(self) -> _Facts:
-        return _Facts(self.data, self.where)
 
-    def validate(self) -> None:
-        """Read every fact strictly: RecordError for the first of the wrong type (load_run's check)."""
-        for name in ("torch", "accelerate", "nccl_compiled", "nccl_loaded", "nccl_path", "driver", "gpu_names",
-                     "gpu_count", "shm_bytes", "memlock_soft", "peer_access", "env", "env_changed", "launcher"):
-            getattr(self, name)
-        self.nccl_how(None)
+# ---------------------------------------------------------------- the fingerprint (workload/fingerprint.py)
+class EnvChange(Model):
+    """A variable the launcher changed between what the harness asked for and what the rank saw."""
 
-    @property
-    def torch(self) -> str | None:
-        return self._facts.str("torch")
+    expected: Text | None = None
+    actual: Text | None = None
 
-    @property
-    def accelerate(self) -> str | None:
-        return self._facts.str("accelerate")
 
-    @property
-    def nccl_compiled(self) -> str | None:
-        return self._facts.str("nccl_compiled")
+class PeerAccess(_Written):
+    src: RankNo | None = None
+    dst: RankNo | None = None
+    claimed: Flag | None = None  # as torch says; None when not asked
+    verified: Verified | None = None  # True, False, "timeout", ... or None when not checked
 
+
+class NcclLoaded(_Written):
+    """A libnccl the rank mapped, with the version ncclGetVersion gave (or why it could not)."""
+
+    version: Str | None = None
+    code: Annotated[int, ints(0)] | None = None
+    path: Str | None = None
+    source: Str | None = None
+    error: Text | None = None
+    all: tuple[NcclLoaded, ...] | None = None  # every libnccl mapped, when more than one
+
+
+class Driver(_Written):
+    version: Str | None = None
+    source: Str | None = None
+    cuda_driver_api: Str | None = None
+
+
+class Gpu(_Written):
+    index: RankNo | None = None
+    name: Str | None = None
+    capability: Str | None = None
+    total_memory: Count | None = None
+
+
+class Shm(_Written):
+    bytes: Count | None = None
+    free_bytes: Count | None = None
+
+
+class Memlock(_Written):
+    soft: Limit | None = None
+    hard: Limit | None = None
+
+
+_FACT_ERROR = "error"  # a fact the workload could not collect is {"error": "Type: message"} in its place
+_NOT_FACTS = frozenset({"nccl_loaded", "env", "nccl_env_changed"})  # objects whose own keys may be "error"
+
+
+class Fingerprint(_Written):
+    """What rank 0 saw inside the container after the launcher ran (the workload's fingerprint phase).
+    A fact the workload could not collect is in `fact_errors` with why (an Accelerate that does not
+    import, a driver that does not answer), not in its own field."""
+
+    python: Str | None = None
+    torch: Str | None = None
+    torch_cuda: Str | None = None
+    torch_git: Str | None = None
+    cudnn: Annotated[int, ints(0)] | None = None
+    accelerate: Str | None = None
+    nccl_compiled: Str | None = None
+    device: Str | None = None
+    hostname: Str | None = None
+    cuda_available: Flag | None = None
+    cuda_init: Text | None = None
+    # written as nccl_loaded and driver; the names readers use give the version (the properties below)
+    nccl_loaded_lib: NcclLoaded | None = Field(None, alias="nccl_loaded")
+    driver_info: Driver | None = Field(None, alias="driver")
+    device_count: Count | None = None
+    gpus: tuple[Gpu, ...] = ()
+    peer_access: tuple[PeerAccess, ...] = ()
+    shm: Shm | None = None
+    memlock: Memlock | None = None
+    env: dict[str, Text] = {}  # the variables the rank saw (values masked by workload/redact.py)
+    nccl_env_changed: dict[str, EnvChange] = {}
+    launcher: Str | None = None
+    fact_errors: dict[str, Text] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_written(cls, data: Any) -> Any:
+        """A fact the workload could not collect ({"error": ...} in its place) moves to fact_errors."""
+        if not isinstance(data, Mapping):
+            return data
+        out: dict[str, Any] = {}
+        errors = dict(data.get("fact_errors") or {}) if isinstance(data.get("fact_errors"), Mapping) else {}
+        for key, value in data.items():
+            if key == "fact_errors":
+                continue
+            if key not in _NOT_FACTS and isinstance(value, Mapping) and set(value) == {_FACT_ERROR} \
+                    and isinstance(value[_FACT_ERROR], str):
+                errors[key] = value[_FACT_ERROR]
+                continue
+            out[key] = value
+        if errors:
+            out["fact_errors"] = errors
+        return out
+
+    # readers --------------------------------------------------------------
     @property
     def nccl_loaded(self) -> str | None:
         """The NCCL version the rank really loaded (ncclGetVersion on the mapped library)."""
-        return self._facts.obj("nccl_loaded").str("version")
+        return self.nccl_loaded_lib.version if self.nccl_loaded_lib else None
 
     @property
     def nccl_path(self) -> str | None:
         """The file of the libnccl the rank really used."""
-        return self._facts.obj("nccl_loaded").str("path")
+        return self.nccl_loaded_lib.path if self.nccl_loaded_lib else None
 
     def nccl_how(self, asked: str | None) -> str | None:
         """How the NCCL the rank used got there, from what it mapped: torch's own wheel (bundled), a
@@ -224,101 +173,69 @@ class Fingerprint:
             return None
         if "/nvidia/nccl/" in path:  # a pip wheel (nvidia-nccl-cuXX), torch's RPATH dependency
             return "pip" if asked == "pip" else "bundled"
-        mapped = self._facts.obj("nccl_loaded").objs("all")
-        over_torch = any("/nvidia/nccl/" in (e.str("path") or "") for e in mapped)
+        mapped = (self.nccl_loaded_lib.all if self.nccl_loaded_lib else None) or ()
+        over_torch = any("/nvidia/nccl/" in (e.path or "") for e in mapped)
         if asked == "system":
             return "system"
         return "system, LD_PRELOAD by the host" if over_torch else "system"
 
     @property
     def driver(self) -> str | None:
-        return self._facts.obj("driver").str("version")
+        return self.driver_info.version if self.driver_info else None
 
     @property
     def gpu_names(self) -> tuple[str, ...]:
-        return tuple(n for n in (g.str("name") for g in self._facts.objs("gpus")) if n)
-
-    @property
-    def device_count(self) -> int | None:
-        return self._facts.int("device_count", 0, 1 << 16)
+        return tuple(g.name for g in self.gpus if g.name)
 
     @property
     def gpu_count(self) -> int | None:
         """GPUs the rank saw: torch's device count, or the GPUs listed when more; None when neither."""
-        gpus = self.data.get("gpus")
-        counts = [c for c in (self.device_count, len(gpus) if isinstance(gpus, list) else None) if c]
+        counts = [c for c in (self.device_count, len(self.gpus)) if c]
         return max(counts) if counts else None
 
     @property
     def shm_bytes(self) -> int | None:
-        return self._facts.obj("shm").int("bytes", 0)
+        return self.shm.bytes if self.shm else None
 
     @property
     def memlock_soft(self) -> float | None:
         """The soft memlock limit in bytes; math.inf for "unlimited"."""
-        memlock = self._facts.obj("memlock")
-        return math.inf if memlock.data.get("soft") == "unlimited" else memlock.int("soft", 0)
-
-    @property
-    def peer_access(self) -> tuple[PeerAccess, ...]:
-        return tuple(PeerAccess(r.int("src", 0), r.int("dst", 0), r.data.get("claimed"), r.data.get("verified"))
-                     for r in self._facts.objs("peer_access"))
-
-    @property
-    def env(self) -> dict[str, Any]:
-        """The variables the rank saw (values masked by harness/workload/redact.py)."""
-        facts = self._facts.obj("env")
-        return {k: facts.text(k) for k in facts.data if isinstance(k, str)}
+        soft = self.memlock.soft if self.memlock else None
+        return math.inf if soft == "unlimited" else soft if isinstance(soft, int) else None
 
     @property
     def env_changed(self) -> dict[str, EnvChange]:
         """Variables the launcher changed: name -> (what the harness asked for, what the rank saw)."""
-        changed = self._facts.obj("nccl_env_changed")
-        return {k: EnvChange(c.text("expected"), c.text("actual"))
-                for k, c in ((k, changed.obj(k)) for k in changed.data if isinstance(k, str))}
-
-    @property
-    def launcher(self) -> str | None:
-        return self._facts.str("launcher")
+        return dict(self.nccl_env_changed)
 
 
-@dataclass(frozen=True)
-class BandwidthRow:
+# ---------------------------------------------------------------- the bandwidth sweep (workload/bandwidth.py)
+class BandwidthRow(_Written):
     """One size of the bandwidth sweep, nccl-tests style: time per op, algbw and busbw as the median over
     trials, busbw of every trial and its min and max, torch's eager per-call latency, how the time was
     taken, wrong elements. Rows of older records have no trials: their spread is unknown (None), never 0."""
 
-    bytes: int
-    time_s: float = 0.0  # median over trials of the time per op, seconds
-    algbw_gbs: float = 0.0  # median over trials
-    busbw_gbs: float = 0.0  # median over trials
-    first_call_s: float = 0.0
-    busbw_trials: tuple[float, ...] = ()  # busbw of every trial; empty in older records
-    busbw_min: float | None = None
-    busbw_max: float | None = None
-    eager_us: float | None = None  # torch's eager per-call latency (what DDP pays per call), median, µs
-    timing: str | None = None  # "cuda-graph" or "eager": how time_s was measured
-    wrong: int | None = None  # elements that came back wrong at this size; None where not recorded
-    iters: int | None = None
+    bytes: Bytes = 0  # type: ignore[assignment]  # 0: a row without its size (never written so)
+    dtype: Str | None = None
+    iters: Count | None = None
+    time_s: Duration = 0.0  # median over trials of the time per op, seconds
+    algbw_gbs: GBs = 0.0  # median over trials
+    busbw_gbs: GBs = 0.0  # median over trials
+    first_call_s: Duration = 0.0
+    busbw_trials: tuple[GBs, ...] = ()  # busbw of every trial; empty in older records
+    busbw_min: GBs | None = None
+    busbw_max: GBs | None = None
+    eager_us: Annotated[float, nums()] | None = None  # torch's eager per-call latency (what DDP pays per call), µs
+    timing: Str | None = None  # "cuda-graph" or "eager": how time_s was measured
+    wrong: Count | None = None  # elements that came back wrong at this size; None where not recorded
 
-    @classmethod
-    def of(cls, data: Any, where: str | None = None) -> BandwidthRow:
-        """A row as the workload wrote it (any version); a value missing or of the wrong type is None/empty,
-        or with `where`, a RecordError (a size or bandwidth out of range, a median outside its trials)."""
-        f = _Facts(data, where)
-        row = cls(f.int("bytes", 1, MAX_BYTES) or 0, f.num("time_s", MAX_SECONDS) or 0.0,
-                  f.num("algbw_gbs", MAX_GBS) or 0.0, f.num("busbw_gbs", MAX_GBS) or 0.0,
-                  f.num("first_call_s", MAX_SECONDS) or 0.0, f.nums("busbw_trials", MAX_GBS),
-                  f.num("busbw_min", MAX_GBS), f.num("busbw_max", MAX_GBS), f.num("eager_us"), f.str("timing"),
-                  f.int("wrong", 0), f.int("iters", 0))
-        if where is not None and row.busbw_min is not None and row.busbw_max is not None \
-                and not row.busbw_min <= row.busbw_gbs <= row.busbw_max:
-            raise RecordError(f"{where}: busbw_gbs {row.busbw_gbs:g} lies outside its trials' "
-                              f"{row.busbw_min:g}-{row.busbw_max:g}")
-        if row.spread is None or where is not None:
-            return row
-        low, high = row.spread  # tolerant: a median outside its trials' range would draw a negative error bar
-        return row if low <= row.busbw_gbs <= high else replace(row, busbw_min=None, busbw_max=None, busbw_trials=())
+    @model_validator(mode="after")
+    def _median_within_trials(self) -> BandwidthRow:
+        if self.busbw_min is not None and self.busbw_max is not None and not \
+                self.busbw_min <= self.busbw_gbs <= self.busbw_max:
+            raise invariant(f"busbw_gbs {self.busbw_gbs:g} lies outside its trials' "
+                            f"{self.busbw_min:g}-{self.busbw_max:g}")
+        return self
 
     @property
     def trials(self) -> int:
@@ -356,76 +273,99 @@ def ranges_apart(a: tuple[float, float] | None, b: tuple[float, float] | None) -
     return a[1] < b[0] or b[1] < a[0]
 
 
-@dataclass(frozen=True)
-class NcclSummary:
-    """What one rank's NCCL_DEBUG log says (nccl_log.parse_file as the supervisor recorded it)."""
+class PhaseEnd(_Written):
+    """A phase_end event of rank 0 (workload/main.py): the envelope, the phase's time, and the payloads
+    readers use; the rest of what the phase returned is kept as written."""
 
-    version: str | None = None
-    transports: tuple[str, ...] = ()  # transport kinds used
-    env: Mapping[str, Any] = field(default_factory=dict)  # NCCL_* settings NCCL reported reading
-    warnings: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, data: Any, where: str | None = None) -> NcclSummary:
-        f = _Facts(data, where)
-        transports = f.data.get("transports")  # kind -> count, or a list of kinds
-        if not isinstance(transports, (Mapping, list)):
-            f._bad("transports", transports, "an object or a list")
-        env = f.obj("env")
-        return cls(f.str("version"),
-                   tuple(k for k in (transports if isinstance(transports, (Mapping, list)) else ()) if isinstance(k, str)),
-                   {k: env.text(k) for k in env.data if isinstance(k, str)}, f.strs("warnings"), f.strs("errors"))
+    v: Json = None
+    event: Str | None = None
+    rank: RankNo | None = None
+    world: Count | None = None
+    wall: Wall | None = None
+    mono: Annotated[float, nums(low=-math.inf)] | None = None
+    pid: Count | None = None
+    phase: Str | None = None
+    seconds: Duration | None = None
+    fingerprint: Fingerprint | None = None  # the fingerprint phase
+    env_set: dict[str, Json] | None = None  # init: the variables the workload set itself before init
+    rows: tuple[BandwidthRow, ...] | None = None  # bandwidth, and the control's nccl-allreduce
 
 
-@dataclass(frozen=True)
-class RankError:
+# ---------------------------------------------------------------- one rank (supervise.py)
+class Event(Model):
+    """A well-formed event line of a rank (workload/events.py): the fields the supervisor reads have
+    their types (a dict `phase` crashed the supervisor with a TypeError, issue 14); the rest is the
+    event's payload, read where it is used (PhaseEnd, RankResult, Placement)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    event: Str
+    phase: Str | None = None
+    source: Str | None = None
+    pid: Annotated[int, ints()] | None = None
+    seconds: Annotated[float, nums(low=-math.inf)] | None = None
+    wall: Annotated[float, nums(low=-math.inf)] | None = None
+    error_class: Str | None = None
+    type: Str | None = None
+    message: Text | None = None
+    status: Str | None = None
+
+
+class RankError(Model):
     """The error a rank recorded itself (the workload's error event, slimmed)."""
 
-    phase: str | None = None
-    error_class: str | None = None
-    type: str | None = None
-    message: str | None = None
-    wall: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    phase: Str | None = None
+    error_class: Str | None = None
+    type: Str | None = None
+    message: Text | None = None
+    wall: Wall | None = None
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(Model):
     """Where a rank ran, as its start event says (workload/main.placement); records from before it have none."""
 
-    node: str | None = None
-    gpu: str | None = None  # the CUDA_VISIBLE_DEVICES entry of its local rank; None on CPU
-    job_id: str | None = None  # Slurm's job and step, where it ran in one
-    step: str | None = None
-
-    @classmethod
-    def of(cls, f: _Facts) -> Placement | None:
-        found = cls(f.str("node"), f.str("gpu"), f.str("job_id"), f.str("step"))
-        return found if found != cls() else None
+    node: Str | None = None
+    gpu: Str | None = None  # the CUDA_VISIBLE_DEVICES entry of its local rank; None on CPU
+    job_id: Str | None = None  # Slurm's job and step, where it ran in one
+    step: Str | None = None
 
 
-@dataclass(frozen=True)
-class RankSummary:
-    """How far one rank got, as its event file says."""
+class RankResult(_Written):
+    """The workload's result event, the last a rank writes."""
 
-    phase: str | None = None  # the phase it is in, or last finished
-    phases_done: tuple[str, ...] = ()
+    v: Json = None
+    event: Str | None = None
+    rank: RankNo | None = None
+    world: Count | None = None
+    wall: Wall | None = None
+    mono: Annotated[float, nums(low=-math.inf)] | None = None
+    pid: Count | None = None
+    status: Str | None = None
+    phases_done: tuple[Str, ...] | None = None
+    exit_code: Annotated[int, ints(-255, 255)] | None = None
+    wrong_total: Count | None = None
+    largest_bytes: Bytes | None = None
+    largest_busbw_gbs: GBs | None = None
+    largest_algbw_gbs: GBs | None = None
+
+
+class RankState(Model):
+    """How far one rank got, as its event file says: what the supervisor follows while the attempt
+    runs (RankState.after each event) and what the record keeps."""
+
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"placement", "malformed_events"})
+    phase: Str | None = None  # the phase it is in, or last finished
+    in_phase: Flag = False
+    phases_done: tuple[Str, ...] = ()
+    pid: Count | None = None
+    events: Count = 0
     error: RankError | None = None
-    result: Mapping[str, Any] | None = None  # the workload's result event, when the rank got to the end
+    result: RankResult | None = None
     placement: Placement | None = None
+    malformed_events: Count = 0  # event lines that were not well-formed events (skipped, never fatal)
 
-    @classmethod
-    def of(cls, data: Any, where: str | None = None) -> RankSummary:
-        f = _Facts(data, where)
-        error, result = f.obj("error"), f.obj("result")
-        result.int("wrong_total", 0), result.num("largest_busbw_gbs", MAX_GBS)  # strict: what readers take
-        return cls(f.str("phase"), f.strs("phases_done"),
-                   RankError(error.str("phase"), error.str("error_class"), error.str("type"), error.text("message"),
-                             error.num("wall")) if error.data else None,
-                   result.data or None, Placement.of(f.obj("placement")))
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
 
     @property
     def node(self) -> str | None:
@@ -433,152 +373,144 @@ class RankSummary:
 
     @property
     def wrong_total(self) -> int:
-        return _int(_map(self.result).get("wrong_total")) or 0
+        return (self.result.wrong_total if self.result else None) or 0
 
     @property
     def largest_busbw_gbs(self) -> float:
-        return _num(_map(self.result).get("largest_busbw_gbs")) or 0.0
+        return (self.result.largest_busbw_gbs if self.result else None) or 0.0
 
 
-@dataclass(frozen=True)
-class Stall:
+# ---------------------------------------------------------------- NCCL's own log (nccl_log.py)
+class NcclSummary(Model):
+    """What one rank's NCCL_DEBUG log says (nccl_log.NcclLog.summary, as the supervisor recorded it)."""
+
+    version: Str | None = None
+    transports: dict[str, Count] = {}  # transport kind -> connections
+    p2p_disabled: tuple[Text, ...] = ()
+    env: dict[str, Text] = {}  # NCCL_* settings NCCL reported reading
+    warnings: tuple[Text, ...] = ()
+    errors: tuple[Text, ...] = ()
+    init_complete: Flag = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older(cls, data: Any) -> Any:
+        """Older records listed the kinds, or every connection (nccl_log.Connection, with its kind): counted."""
+        if isinstance(data, Mapping) and isinstance(data.get("transports"), list):
+            kinds = [t if isinstance(t, str) else t.get("kind") if isinstance(t, Mapping) else None
+                     for t in data["transports"]]
+            counts = Counter(k for k in kinds if isinstance(k, str))
+            return {**data, "transports": {k: counts[k] if not all(isinstance(t, str) for t in data["transports"]) else 0
+                                           for k in counts}}
+        return data
+
+    @property
+    def transport_kinds(self) -> tuple[str, ...]:
+        return tuple(self.transports)
+
+
+# ---------------------------------------------------------------- a hang (supervise.Watch)
+class Stall(Model):
     """Why the supervisor declared a hang: the phase awaited, its threshold, the ranks behind and why."""
 
-    phase: str
-    threshold: float
-    since_progress: float
-    ranks_behind: tuple[int, ...]
-    why_behind: dict[int, str]
-    cap: bool = False  # the cell's hard cap, not a phase threshold
+    phase: Str = STARTUP
+    threshold: Seconds = 0.0
+    since_progress: Seconds = 0.0
+    ranks_behind: tuple[RankNo, ...] = ()
+    why_behind: dict[int, Text] = {}
+    cap: Flag = False  # the cell's hard cap, not a phase threshold
     # ranks behind whose process had already exited when the supervisor looked (Running.gone): they died,
     # and the launcher had not yet noticed; not a hang
-    gone: tuple[int, ...] = ()
+    gone: tuple[RankNo, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"ranks_behind": list(self.ranks_behind), "gone": list(self.gone),
-                               "why_behind": {str(k): v for k, v in self.why_behind.items()}}
-
+    @model_validator(mode="before")
     @classmethod
-    def of(cls, data: Any, where: str | None = None) -> Stall:
-        f = _Facts(data, where)
-        def ranks(key: str) -> tuple[int, ...]:
-            found = [_Facts({"": r}, f.at(f"{key}[{i}]")).int("", 0) for i, r in enumerate(f.list(key))]
-            return tuple(r for r in found if r is not None)
+    def _rank_keys(cls, data: Any) -> Any:
+        """why_behind's keys are ranks: JSON writes them as strings of digits."""
+        if isinstance(data, Mapping) and isinstance(data.get("why_behind"), Mapping):
+            why = data["why_behind"]
+            if all(isinstance(k, int) and not isinstance(k, bool) or isinstance(k, str) and k.isdigit() for k in why):
+                return {**data, "why_behind": {int(k): v for k, v in why.items()}}
+        return data
 
-        why = f.obj("why_behind")
-        return cls(f.str("phase") or STARTUP, f.num("threshold") or 0.0, f.num("since_progress") or 0.0,
-                   ranks("ranks_behind"),
-                   {int(k): why.text(k) or "" for k in why.data if isinstance(k, str) and k.isdigit()},
-                   f.data.get("cap") is True, ranks("gone"))
+
+class Forensics(_Written):
+    """What the supervisor gathered before killing a hung attempt (supervise.collect_forensics)."""
+
+    processes: Text | None = None
+    pids: dict[str, Count] | None = None
+    stacks: dict[str, Text] | None = None  # faulthandler's dump per rank
+    py_spy: dict[str, Text] | None = None  # py-spy's per rank
+    nccl_tail: dict[str, Text] | None = None  # the end of each rank's NCCL log
 
 
 # ---------------------------------------------------------------- one attempt
-@dataclass
-class RawAttempt:
-    """The raw record of one attempt (supervise.Attempt): everything classification and reports need,
-    as plain data. The supervisor fills it in while the attempt runs; read-only once it returns."""
+class RawAttempt(Model):
+    """The raw record of one attempt (supervise.supervise): everything classification and reports need."""
 
-    cell_id: str = ""
-    engine: str = ""
-    attempt: int = 0
-    expected_ranks: int = 0
-    ended_by: EndedBy | Literal[""] = ""  # "" until the attempt ends
-    exit_code: int | None = None
-    seconds: float = 0.0
-    started_wall: float = 0.0
-    infra_reason: str = ""
-    stall: dict | None = None  # Stall.to_json(), for hangs
-    ranks: dict[str, dict] = field(default_factory=dict)  # per rank: supervise.RankState.summary()
-    phases: dict[str, dict] = field(default_factory=dict)  # rank 0's phase_end payloads (fingerprint, bandwidth...)
-    launcher_tail: str = ""
-    forensics: dict[str, Any] = field(default_factory=dict)
-    leftovers: list[str] = field(default_factory=list)
-    out_dir: str = ""
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"inherited_env", "kind", "unreadable"})
+    cell_id: Text = ""
+    engine: Text = ""
+    attempt: Count = 0
+    expected_ranks: Count = 0
+    ended_by: Annotated[EndedBy | Literal[""], one_of(("", *ENDED_BY))] = ""  # "" until the attempt ends
+    exit_code: Annotated[int, ints()] | None = None
+    seconds: Duration = 0.0
+    started_wall: Wall = 0.0
+    infra_reason: Text = ""
+    stall: Stall | None = None  # for hangs
+    ranks: dict[str, RankState] = {}  # by rank ("0", "1", ...)
+    phases: dict[str, PhaseEnd] = {}  # rank 0's phase_end events (fingerprint, bandwidth...)
+    launcher_tail: Text = ""
+    forensics: Forensics = Forensics()
+    leftovers: list[Text] = []  # what of the attempt still existed after its cleanup (none, when all is well)
+    out_dir: Text = ""
     # seconds from the last progress event to the end of the attempt (hang verdicts: stall
     # threshold + detection delay + forensics + kill); what bench/hang_latency.py measures.
-    verdict_after_progress: float = 0.0
-    nccl: dict[str, dict] = field(default_factory=dict)  # per rank: what its NCCL_DEBUG log says
+    verdict_after_progress: Duration = 0.0
+    nccl: dict[str, NcclSummary] = {}  # per rank: what its NCCL_DEBUG log says
     # the NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher started with (host or image; CellSpec)
     # (None: an older record, which did not keep it)
-    inherited_env: dict[str, str] | None = None
+    inherited_env: dict[str, Text] | None = None
     # the cell's own workload, or the NCCL-only control run for it (issue 16: evidence, not the verdict)
-    kind: AttemptKind = "cell"
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        if self.inherited_env is None:  # an older record reads and writes back unchanged
-            del data["inherited_env"]
-        if self.kind == "cell":  # records of the cell's own attempts read and write as before the control
-            del data["kind"]
-        return data
+    kind: Annotated[AttemptKind, one_of(ATTEMPT_KINDS)] = "cell"
+    # parts of what the ranks wrote that did not fit their declaration, left out with why (at most 20)
+    unreadable: tuple[Text, ...] = ()
 
     @classmethod
     def from_json(cls, data: Any, where: str = "raw") -> RawAttempt:
-        if data is None:
-            return cls()
-        data = _object(data, where)
-        values = {k: _field(data, k, kind, where) for k, kind in _RAW_KINDS.items()}
-        if values["ended_by"] not in (None, "", *ENDED_BY):
-            raise RecordError(f"{_at(where, 'ended_by')} {values['ended_by']!r} is not one of {', '.join(ENDED_BY)}")
-        if values["kind"] not in (None, *ATTEMPT_KINDS):
-            raise RecordError(f"{_at(where, 'kind')} {values['kind']!r} is not one of {', '.join(ATTEMPT_KINDS)}")
-        defaults = cls()
-        raw = cls(**{k: (v if v is not None or k in ("exit_code", "stall", "inherited_env") else getattr(defaults, k))
-                     for k, v in values.items()})
-        raw.validate(where)
-        return raw
-
-    def validate(self, where: str = "raw") -> None:
-        """Read every piece of evidence a reader uses strictly: RecordError naming the first that is
-        of the wrong type or out of range (load_run reports it as a corrupt record, never a traceback)."""
-        phases = _Facts(self.phases, _at(where, "phases"))
-        for name in self.phases:
-            phases.obj(name).num("seconds", MAX_SECONDS)
-        Fingerprint(phases.obj("fingerprint").obj("fingerprint").data,
-                    _at(where, "phases.fingerprint.fingerprint")).validate()
-        for sweep in ("bandwidth", "nccl-allreduce"):  # the workload's sweep, the control's
-            bandwidth = phases.obj(sweep)
-            for i, row in enumerate(bandwidth.list("rows")):
-                BandwidthRow.of(_object(row, bandwidth.at(f"rows[{i}]")), bandwidth.at(f"rows[{i}]"))
-        phases.obj("init").obj("env_set")
-        for name, kind in (("ranks", RankSummary), ("nccl", NcclSummary)):
-            for key, value in getattr(self, name).items():
-                kind.of(_object(value, _at(where, f"{name}.{key}")), _at(where, f"{name}.{key}"))
-        if self.stall is not None:
-            Stall.of(self.stall, _at(where, "stall"))
+        """Read strictly (None: an attempt that recorded nothing); RecordError naming what does not fit."""
+        return cls() if data is None else cls.read(data, where)
 
     # views for readers -------------------------------------------------
     @property
     def fingerprint(self) -> Fingerprint:
-        return Fingerprint(_map(_dig(self.phases, "fingerprint", "fingerprint")))
+        phase = self.phases.get("fingerprint")
+        return (phase.fingerprint if phase else None) or Fingerprint()
 
     @property
     def bandwidth_rows(self) -> tuple[BandwidthRow, ...]:
-        rows = _dig(self.phases, "nccl-allreduce" if self.kind == "control" else "bandwidth", "rows")
-        return tuple(BandwidthRow.of(r) for r in (rows if isinstance(rows, list) else []) if isinstance(r, Mapping))
+        phase = self.phases.get("nccl-allreduce" if self.kind == "control" else "bandwidth")
+        return (phase.rows if phase else None) or ()
 
     @property
     def phase_timings(self) -> dict[str, float]:
         """Seconds of every phase rank 0 finished, in order."""
-        return {p: _Facts(v).num("seconds", MAX_SECONDS) or 0.0 for p, v in self.phases.items() if isinstance(v, Mapping)}
-
-    @property
-    def nccl_logs(self) -> dict[str, NcclSummary]:
-        return {r: NcclSummary.of(s) for r, s in self.nccl.items()}
+        return {p: v.seconds or 0.0 for p, v in self.phases.items()}
 
     @property
     def transports(self) -> tuple[str, ...]:
         """Transport kinds NCCL used, over every rank's log (empty for gloo and for one rank)."""
-        return tuple(dict.fromkeys(k for log in self.nccl_logs.values() for k in log.transports))
+        return tuple(dict.fromkeys(k for log in self.nccl.values() for k in log.transport_kinds))
 
     @property
     def loaded_nccl(self) -> str | None:
         """The NCCL version the ranks really loaded (fingerprint), else what NCCL's own log says."""
-        return self.fingerprint.nccl_loaded or next((s.version for s in self.nccl_logs.values() if s.version), None)
+        return self.fingerprint.nccl_loaded or next((s.version for s in self.nccl.values() if s.version), None)
 
     @property
-    def rank_states(self) -> dict[int, RankSummary]:
-        return {int(r): RankSummary.of(s) for r, s in self.ranks.items() if isinstance(r, str) and r.isdigit()}
+    def rank_states(self) -> dict[int, RankState]:
+        return {int(r): s for r, s in self.ranks.items() if r.isdigit()}
 
     @property
     def nodes(self) -> dict[str, tuple[int, ...]]:
@@ -590,29 +522,18 @@ class RawAttempt:
         return {node: tuple(ranks) for node, ranks in found.items()}
 
     @property
-    def stall_info(self) -> Stall | None:
-        return Stall.of(self.stall) if isinstance(self.stall, Mapping) else None
-
-    @property
     def harness_env(self) -> dict[str, Any]:
         """The variables the workload set itself before init (NCCL_DEBUG..., async error handling)."""
-        return {k: v for k, v in _map(_dig(self.phases, "init", "env_set")).items() if isinstance(k, str)}
+        init = self.phases.get("init")
+        return dict((init.env_set if init else None) or {})
 
     @property
     def nccl_tails(self) -> tuple[str, ...]:
         """The NCCL log tails the forensics kept (hangs)."""
-        tails = _map(self.forensics.get("nccl_tail")).values()
-        return tuple(t for t in tails if isinstance(t, str) and t)
+        return tuple(t for t in (self.forensics.nccl_tail or {}).values() if t)
 
     @property
     def thread_dumps(self) -> tuple[str, ...]:
         """The thread dumps the forensics kept (hangs): faulthandler's per rank, then py-spy's."""
-        dumps = [*_map(self.forensics.get("stacks")).values(), *_map(self.forensics.get("py_spy")).values()]
-        return tuple(t for t in dumps if isinstance(t, str) and t)
-
-
-_RAW_KINDS = {"cell_id": str, "engine": str, "attempt": int, "expected_ranks": int, "ended_by": str, "exit_code": int,
-              "seconds": float, "started_wall": float, "infra_reason": str, "stall": dict, "ranks": dict, "phases": dict,
-              "launcher_tail": str, "forensics": dict, "leftovers": list, "out_dir": str,
-              "verdict_after_progress": float, "nccl": dict, "inherited_env": dict, "kind": str}  # the JSON type of every RawAttempt field
-assert set(_RAW_KINDS) == {f.name for f in fields(RawAttempt)}
+        dumps = [*(self.forensics.stacks or {}).values(), *(self.forensics.py_spy or {}).values()]
+        return tuple(t for t in dumps if t)

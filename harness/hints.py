@@ -77,7 +77,7 @@ def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
     found: list[Any] = [outcome.reason if outcome else None, raw.launcher_tail, raw.infra_reason]
     for state in raw.rank_states.values():
         found += [state.error.type, state.error.message] if state.error else []
-    for log in raw.nccl_logs.values():
+    for log in raw.nccl.values():
         found += [*log.warnings, *log.errors]
     found += [*raw.nccl_tails, *raw.thread_dumps]
     return tuple(dict.fromkeys(t for t in found if isinstance(t, str) and t))
@@ -86,7 +86,7 @@ def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
 def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[str]:
     """Variables set anywhere we can see: the variant, the rank, NCCL's own log, the launcher's change."""
     names = set()
-    for env in [record.env, fp.env] + [log.env for log in raw.nccl_logs.values()]:
+    for env in [record.env, fp.env] + [log.env for log in raw.nccl.values()]:
         names |= {k for k, v in env.items() if isinstance(k, str) and v not in (None, "")}
     names |= {name for name, change in fp.env_changed.items() if change.actual not in (None, "")}
     return frozenset(names)
@@ -111,7 +111,7 @@ def facts(record: CellRecord | Any) -> Facts:
     texts = _texts(outcome, raw)
     # loaded NCCL: as read inside the rank, else as NCCL logged it, else what the cell asked for, else
     # the "NCCL version x.y.z" that NCCL and torch print in their messages
-    candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl_logs.values()] + [cell.nccl]
+    candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl.values()] + [cell.nccl]
     nccl = next((v for v in map(version, candidates) if v is not None), None) or _in_text(_NCCL_VERSION, texts)
     return Facts(
         status=outcome.status if outcome else None,
@@ -129,7 +129,7 @@ def facts(record: CellRecord | Any) -> Facts:
         shm_bytes=fp.shm_bytes,
         memlock_soft=fp.memlock_soft,
         env_set=_env_set(record, raw, fp),
-        env_known=bool(fp) or any(log.env for log in raw.nccl_logs.values()),
+        env_known=bool(fp) or any(log.env for log in raw.nccl.values()),
         launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual)
         if fp else None,
         peer_unverified=_peer_unverified(fp),

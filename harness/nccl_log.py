@@ -40,6 +40,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .evidence import NcclSummary
 from .workload.redact import shown_env
 
 __all__ = [
@@ -252,6 +253,12 @@ class NcclLog:
     def pending_inits(self) -> tuple[Communicator, ...]:
         """Communicators whose init started but never completed: where an init hang sits."""
         return tuple(c for c in self.communicators if c.started and not c.complete)
+
+    def summary(self, most: int = 20) -> NcclSummary:
+        """What the record keeps of this log (the first `most` warnings and errors)."""
+        return NcclSummary(version=self.version, transports=self.transport_summary, p2p_disabled=self.p2p_disabled,
+                           env=self.env_settings, warnings=self.warnings[:most], errors=self.errors[:most],
+                           init_complete=self.init_complete)
 
     def to_json(self) -> dict[str, Any]:
         return {

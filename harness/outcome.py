@@ -184,12 +184,12 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     # watchdog, gloo's own timeout) means a hang, whatever torch did next. Only when no rank recorded an
     # error of its own is a rank killed by a signal (not the launcher's SIGTERM) the cause.
     ranks = raw.rank_states
-    logs = raw.nccl_logs
+    logs = raw.nccl
     failures = {r: (c, s) for r, c, s in launcher_failures(raw.launcher_tail)}
     watchdog = _watchdog(raw)
     if watchdog is not None:
         return _caught_by_watchdog(raw, watchdog)
-    stall = raw.stall_info if raw.ended_by in ("stall", "cap") else None
+    stall = raw.stall if raw.ended_by in ("stall", "cap") else None
     errors = sorted(((r, s.error) for r, s in ranks.items() if s.error), key=lambda e: e[1].wall or 0)
     own = [(r, e) for r, e in errors if not _LOST_PEER.search(e.message or "")]
     if raw.ended_by in ("stall", "cap") and not own:
@@ -199,7 +199,7 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
             return _fail(raw, phase, "killed", f"rank {rank} died in {phase} without an error (its process was gone "
                          "when the cell stopped progressing; the launcher had not yet noticed)",
                          rank=rank, signal=None, victims=_victims(raw, rank, failures, stall))
-        return _hang(raw, stall or Stall.of({}))
+        return _hang(raw, stall or Stall())
     silent = [r for r, s in ranks.items() if not s.result and not s.error]
     killed = [(r, *failures[r]) for r in silent if r in failures and failures[r][0] < 0 and failures[r][1] != "SIGTERM"]
     if own or (errors and not killed):

@@ -24,18 +24,21 @@ wrong type reads as None or empty, never as an exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankSummary,
-                       RawAttempt, RecordError, Stall, _at, _Facts, _field, _object, _one_of, _shown, ranges_apart)
+from pydantic import ConfigDict, Field, model_validator
+
+from .codec import Model, RecordError, Seconds, Str, Text, ints, nums, one_of, shown
+from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankState,
+                       RawAttempt, Stall, ranges_apart)
+from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
+                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RESCUE_ENDS, RETRYABLE, STARTUP, STATUSES,
+                    WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass,
+                    Launcher, Layer, NcclVia, Phase, RescueEnd, RescueStatus, Status, WorkloadPhase)
 from .ladder import Budget, SearchEnd, Step
 from .workload.redact import shown_env
-from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
-                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RESCUE_ENDS, RETRYABLE, STARTUP, STATUSES, WORKLOAD_ERROR_CLASSES,
-                    WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass, Launcher, Layer,
-                    NcclVia, Phase, RescueStatus, Status, WorkloadPhase)
 
 # Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
 _LAUNCHER_PREFIXES = ("ACCELERATE_", "TORCHELASTIC_")
@@ -44,78 +47,59 @@ if TYPE_CHECKING:
     from .images import BuildResult
     from .matrix import Cell
 
+
 # ---------------------------------------------------------------- the outcome
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Model):
     """A status, a reason, a duration, and for hangs and failures the phase and error class; says
     nothing of how it was produced (outcome.classify makes them from raw attempts)."""
 
-    status: Status
-    reason: str = ""
-    seconds: float = 0.0
-    phase: Phase | None = None
-    error_class: ErrorClass | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    status: Annotated[Status, one_of(STATUSES)]
+    reason: Text = ""
+    seconds: Seconds = 0.0
+    phase: Annotated[Phase, one_of(PHASES)] | None = None
+    error_class: Annotated[ErrorClass, one_of(ERROR_CLASSES)] | None = None
+    detail: dict[str, Any] = {}  # the classifier's evidence for its verdict (ranks behind, key line, log...)
 
     @classmethod
     def from_json(cls, data: Any, where: str = "outcome") -> Outcome:
-        data = _object(data, where)
-        status = data.get("status")
-        if status not in STATUSES:
-            raise RecordError(f"{_at(where, 'status')} {status!r} is not one of {', '.join(STATUSES)}")
-        seconds = _field(data, "seconds", float, where) or 0.0
-        if seconds < 0:
-            raise RecordError(f"{_at(where, 'seconds')} should be 0 or more, not {seconds:g}")
-        return cls(status, _field(data, "reason", str, where) or "", seconds,
-                   _one_of(data, "phase", PHASES, where), _one_of(data, "error_class", ERROR_CLASSES, where),
-                   dict(_field(data, "detail", dict, where) or {}))
+        return cls.read(data, where)
 
 
 # ---------------------------------------------------------------- the cell
-_CELL_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_index", "template", "nccl_via", "stack",
-              "variant", "launcher", "id")  # the order of matrix.Cell.fields()
+class CellFields(Model):
+    """What a cell is (matrix.Cell.fields() as recorded); None where an older record lacks it. Keys this
+    harness does not know are kept as read."""
 
+    model_config = ConfigDict(frozen=True, extra="allow")
+    cuda: Str | None = None
+    torch: Str | None = None
+    accelerate: Str | None = None
+    nccl: Str | None = None  # "bundled" or the pinned version
+    base: Str | None = None
+    python: Str | None = None
+    torch_index: Str | None = None
+    template: Str | None = None
+    nccl_via: Annotated[NcclVia, one_of(NCCL_VIAS)] | None = None
+    stack: Str | None = None
+    variant: Str | None = None
+    launcher: Annotated[Launcher, one_of(LAUNCHERS)] | None = None
+    id: Str | None = None
 
-@dataclass(frozen=True)
-class CellFields:
-    """What a cell is (matrix.Cell.fields() as recorded); None where an older record lacks it."""
+    def to_json(self) -> dict[str, Any]:
+        known = type(self).model_fields
+        return {k: v for k, v in super().to_json().items() if k not in known or v is not None}
 
-    cuda: str | None = None
-    torch: str | None = None
-    accelerate: str | None = None
-    nccl: str | None = None  # "bundled" or the pinned version
-    base: str | None = None
-    python: str | None = None
-    torch_index: str | None = None
-    template: str | None = None
-    nccl_via: NcclVia | None = None
-    stack: str | None = None
-    variant: str | None = None
-    launcher: Launcher | None = None
-    id: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this harness does not know, kept as read
+    @property
+    def extra(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
     @classmethod
     def from_cell(cls, cell: Cell) -> CellFields:
-        return cls.from_json(cell.fields())
+        return cls.read(cell.fields())
 
     @classmethod
     def from_json(cls, data: Any, where: str = "cell") -> CellFields:
-        data = _object(data, where)
-        known = {k: _field(data, k, str, where) for k in _CELL_KEYS}
-        known |= {k: _one_of(data, k, values, where) for k, values in (("launcher", LAUNCHERS), ("nccl_via", NCCL_VIAS))}
-        return cls(**known, extra={k: v for k, v in data.items() if k not in _CELL_KEYS})
-
-    def to_json(self) -> dict[str, Any]:
-        known = {k: getattr(self, k) for k in _CELL_KEYS}
-        return {k: v for k, v in known.items() if v is not None} | dict(self.extra)
+        return cls.read(data, where)
 
     @property
     def is_cpu(self) -> bool:
@@ -141,82 +125,73 @@ class CellFields:
                 self.launcher or "accelerate")
 
 
-@dataclass(frozen=True)
-class ImageRef:
+class ImageRef(Model):
     """The image a cell ran in (docker engine)."""
 
-    tag: str | None = None
-    id: str | None = None
+    tag: Str | None = None
+    id: Str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"tag": self.tag, "id": self.id}
+
+class StepJson(Model):
+    """A ladder step as the record keeps it (ladder.Step: its variables as an object)."""
+
+    name: Str
+    env: dict[str, Text] = {}
+    why: Text = ""
 
     @classmethod
-    def from_json(cls, data: Any, where: str = "image") -> ImageRef | None:
-        if data is None:
-            return None
-        data = _object(data, where)
-        return cls(_field(data, "tag", str, where), _field(data, "id", str, where))
+    def of(cls, step: Step) -> StepJson:
+        return cls(name=step.name, env=dict(step.env), why=step.why)
+
+    @property
+    def step(self) -> Step:
+        return Step(self.name, tuple(sorted(self.env.items())), self.why)
 
 
-def step_json(step: Step) -> dict[str, Any]:
-    return {"name": step.name, "env": dict(step.env), "why": step.why}
+class SearchJson(Model):
+    """Why a rescue search stopped (ladder.SearchEnd) as the record keeps it."""
+
+    why: Annotated[RescueEnd, one_of(RESCUE_ENDS)]
+    untried: tuple[Str, ...] = ()
+    attempts: Annotated[int, ints(0, 10_000)] = 0
+    seconds: Seconds = 0.0
+
+    @classmethod
+    def of(cls, end: SearchEnd) -> SearchJson:
+        return cls(why=end.why, untried=end.untried, attempts=end.budget.attempts, seconds=end.budget.seconds)
+
+    @property
+    def end(self) -> SearchEnd:
+        return SearchEnd(self.why, self.untried, Budget(self.attempts, self.seconds))
 
 
-def search_json(end: SearchEnd) -> dict[str, Any]:
-    return {"why": end.why, "untried": list(end.untried), "attempts": end.budget.attempts,
-            "seconds": end.budget.seconds}
-
-
-def search_of(data: Any, where: str) -> SearchEnd:
-    """A recorded end of a rescue search, read strictly."""
-    facts = _Facts(data, where)
-    why = _one_of(facts.data, "why", RESCUE_ENDS, where)
-    if why is None:
-        raise RecordError(f"{_at(where, 'why')} should be one of {', '.join(RESCUE_ENDS)}, not missing")
-    names = facts.list("untried")
-    for i, name in enumerate(names):
-        if not isinstance(name, str):
-            raise RecordError(f"{_at(where, f'untried[{i}]')} should be a step name, not {_shown(name)}")
-    return SearchEnd(why, tuple(names), Budget(facts.int("attempts", 0, 10_000) or 0, facts.num("seconds") or 0.0))
-
-
-def step_of(data: Any, where: str) -> Step:
-    """A recorded ladder step, read strictly: a name, an object of string values, a why."""
-    facts = _Facts(data, where)
-    name = facts.str("name")
-    if name is None:
-        raise RecordError(f"{_at(where, 'name')} should be a step name, not {_shown(facts.data.get('name'))}")
-    env = facts.obj("env")
-    return Step(name, tuple(sorted((k, env.text(k) or "") for k in env.data)), facts.text("why") or "")
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
+class AttemptRecord(Model):
     """One attempt of a cell as recorded: its number, its outcome, the raw attempt, the exact command,
     and for a rescue attempt the ladder step it ran with (its variables added to the cell's)."""
 
-    attempt: int | None
-    outcome: Outcome | None
-    raw: RawAttempt
-    command: tuple[str, ...] = ()
-    step: Step | None = None
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"step_json"})  # other attempts as before the rescue
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset({"raw"})
+    attempt: Annotated[int, ints()] | None = None
+    outcome: Outcome | None = None
+    raw: RawAttempt = RawAttempt()
+    command: tuple[Text, ...] = ()
+    step_json: StepJson | None = Field(None, alias="step")
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"attempt": self.attempt, "outcome": self.outcome.to_json() if self.outcome else None,
-                "raw": self.raw.to_json(), "command": list(self.command)}
-        return data | ({"step": step_json(self.step)} if self.step else {})  # other attempts as before the rescue
+    @model_validator(mode="before")
+    @classmethod
+    def _step(cls, data: Any) -> Any:
+        """A ladder.Step given as `step` (the runner's rescue attempts) is recorded as its JSON."""
+        if isinstance(data, Mapping):
+            return {k: StepJson.of(v) if isinstance(v, Step) else v for k, v in data.items()}
+        return data
+
+    @property
+    def step(self) -> Step | None:
+        return self.step_json.step if self.step_json else None
 
     @classmethod
     def from_json(cls, data: Any, where: str = "attempt") -> AttemptRecord:
-        data = _object(data, where)
-        outcome = data.get("outcome")
-        step = data.get("step")
-        command = _Facts(data, where).strs("command")  # strict: every argument a string
-        return cls(_field(data, "attempt", int, where),
-                   None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
-                   RawAttempt.from_json(data.get("raw"), _at(where, "raw")), command,
-                   None if step is None else step_of(step, _at(where, "step")))
+        return cls.read(data, where)
 
     @property
     def busbw(self) -> tuple[int, float] | None:
@@ -310,48 +285,46 @@ class Rescue:
 
 
 # ---------------------------------------------------------------- the cell record
-@dataclass(frozen=True)
-class CellRecord:
+class CellRecord(Model):
     """One cell's record.json."""
 
-    cell: CellFields
-    outcome: Outcome | None
-    env: Mapping[str, str] = field(default_factory=dict)
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"search_json"})
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset({"cell", "attempts"})  # older and partial records
+    POSITIONAL: ClassVar[tuple[str, ...]] = ("cell", "outcome", "env", "image", "attempts", "search_json")
+    cell: CellFields = CellFields()
+    env: dict[str, Text] = {}  # the variant's variables, as set (masked)
+    outcome: Outcome | None = None
     image: ImageRef | None = None
     attempts: tuple[AttemptRecord, ...] = ()
-    search: SearchEnd | None = None  # why the rescue search stopped, where one ran
+    search_json: SearchJson | None = Field(None, alias="rescue_search")  # why the rescue search stopped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _search(cls, data: Any) -> Any:
+        """`search`, a ladder.SearchEnd (CellRecord.of, replace), is recorded as its JSON."""
+        if isinstance(data, Mapping) and "search" in data:
+            data = {k: v for k, v in data.items() if k != "search"} | {
+                "search_json": SearchJson.of(data["search"]) if isinstance(data["search"], SearchEnd) else data["search"]}
+        return data
 
     # making and storing -------------------------------------------------
     @classmethod
     def of(cls, cell: Cell, outcome: Outcome, attempts: Iterable[AttemptRecord] = (),
            image: ImageRef | Mapping[str, Any] | None = None, search: SearchEnd | None = None) -> CellRecord:
         """The record of a matrix cell (results.save_record writes it)."""
-        if image is not None and not isinstance(image, ImageRef):
-            image = ImageRef.from_json(image)
-        return cls(CellFields.from_cell(cell), outcome, shown_env(cell.variant.env_dict), image, tuple(attempts),
-                   search)
+        return cls(cell=CellFields.from_cell(cell), outcome=outcome, env=shown_env(cell.variant.env_dict),
+                   image=ImageRef.read(image, "image") if image is not None else None, attempts=tuple(attempts),
+                   search_json=SearchJson.of(search) if search else None)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"cell": self.cell.to_json(), "env": dict(self.env),
-                "outcome": self.outcome.to_json() if self.outcome else None,
-                "image": self.image.to_json() if self.image else None,
-                "attempts": [a.to_json() for a in self.attempts]} | (
-                    {"rescue_search": search_json(self.search)} if self.search else {})
+    @property
+    def search(self) -> SearchEnd | None:
+        """Why the rescue search stopped, where one ran."""
+        return self.search_json.end if self.search_json else None
 
     @classmethod
     def from_json(cls, data: Any, where: str = "") -> CellRecord:
         """Read a record (older and partial ones too); RecordError when its JSON has the wrong shape."""
-        data = _object(data, where)
-        cell = data.get("cell")
-        outcome = data.get("outcome")
-        attempts = _field(data, "attempts", list, where) or []
-        return cls(CellFields.from_json({} if cell is None else cell, _at(where, "cell")),
-                   None if outcome is None else Outcome.from_json(outcome, _at(where, "outcome")),
-                   _env(data, where),
-                   ImageRef.from_json(data.get("image"), _at(where, "image")),
-                   tuple(AttemptRecord.from_json(a, _at(where, f"attempts[{i}]")) for i, a in enumerate(attempts)),
-                   None if data.get("rescue_search") is None else search_of(data["rescue_search"],
-                                                                             _at(where, "rescue_search")))
+        return cls.read(data, where)
 
     @classmethod
     def parse(cls, data: Any) -> CellRecord | None:
@@ -517,12 +490,6 @@ class CellRecord:
         return (row.bytes, row.busbw_gbs) if row else None
 
 
-def _env(data: Mapping[str, Any], where: str) -> dict[str, str]:
-    """The record's `env`: variable names to string values (as the variant set them, masked)."""
-    env = _Facts(data, where).obj("env")
-    return {k: v for k, v in ((k, env.text(k)) for k in env.data) if v is not None}
-
-
 def not_applicable(cell: Cell) -> CellRecord:
     """The record of a cell that cannot exist (matrix.Cell.na_reason says why); it never runs."""
     return CellRecord.of(cell, Outcome("n/a", cell.na_reason or ""))
@@ -534,10 +501,51 @@ def build_error(cell: Cell, build: BuildResult) -> CellRecord:
 
 
 # ---------------------------------------------------------------- run.json
-@dataclass(frozen=True)
-class RunFacts:
-    """The facts of a run (run.json) that reports read; None where the file lacks them (early run.json
-    files held the hostname only, and their `cells` only ids)."""
+class EngineJson(Model):
+    name: Str | None = None
+    version: Str | None = None
+    runtimes: tuple[Str, ...] = ()
+    flags: tuple[Str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
+
+
+class HostJson(Model):
+    hostname: Str | None = None
+    os: Str | None = None
+    driver: Str | None = None
+    gpus: tuple[Str, ...] = ()  # GPU names on the host
+    harness_version: Str | None = None
+    git_commit: Str | None = None
+    engine: EngineJson | None = None
+
+
+class MatrixJson(Model):
+    path: Str | None = None
+    sha256: Str | None = None
+
+
+class RunJson(Model):
+    """The parts of run.json that reports read (the rest is for people); early run.json files held the
+    hostname only (as `host`) and their `cells` only ids."""
+
+    run_id: Str | None = None
+    started: Str | None = None
+    host: HostJson = HostJson()
+    engine: Str | None = None  # the engine's name, before host.engine
+    gpus: tuple[Str, ...] = ()  # the GPU ids the cells used (--gpus)
+    harness_version: Str | None = None
+    matrix: MatrixJson = MatrixJson()
+    cells: tuple[Any, ...] = ()  # ids (early runs) or CellFields, read one by one (RunFacts)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hostname_only(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("host"), str):
+            return {**data, "host": {"hostname": data["host"]}}
+        return data
+
+
+class RunFacts(Model):
+    """The facts of a run (run.json) that reports read; None where the file lacks them."""
 
     run_id: str | None = None
     started: str | None = None
@@ -555,53 +563,42 @@ class RunFacts:
     matrix_path: str | None = None
     matrix_sha256: str | None = None
     cell_ids: tuple[str, ...] = ()  # every cell of the run, in order
-    cells: Mapping[str, CellFields] = field(default_factory=dict)  # id -> fields, where run.json has them
+    cells: dict[str, CellFields] = {}  # id -> fields, where run.json has them
 
     @classmethod
     def from_json(cls, run: Any, problems: list[str] | None = None) -> RunFacts:
         """Never raises: a fact of the wrong type reads as missing, and is said in `problems` when given
         (results.load_run names run.json as corrupt with them)."""
         seen: list[str] = []
-        facts = cls._read(run, seen)
-        if problems is not None:
-            problems.extend(seen)
-        return facts
-
-    @classmethod
-    def _read(cls, run: Any, problems: list[str]) -> RunFacts:
-        def safe(read: Callable[[], Any], default: Any = None) -> Any:
-            try:
-                return read()
-            except RecordError as exc:
-                problems.append(str(exc))
-                return default
-
         if not isinstance(run, Mapping):
-            problems.append(f"run.json should be an object, not {_shown(run)}")
-            run = {}
-        top = _Facts(run, "")
-        host = {"hostname": run["host"]} if isinstance(run.get("host"), str) else safe(lambda: top.obj("host").data, {})
-        h = _Facts(host, "host")
-        engine = _Facts(safe(lambda: h.obj("engine").data, {}) or {"name": run.get("engine")}, "host.engine")
-        matrix = _Facts(safe(lambda: top.obj("matrix").data, {}), "matrix")
+            seen.append(f"run.json should be an object, not {shown(run)}")
+        data = RunJson.tolerant(run if isinstance(run, Mapping) else {}, seen)
         ids: list[str] = []
         cells: dict[str, CellFields] = {}
-        for i, entry in enumerate(safe(lambda: top.list("cells"), [])):
+        for i, entry in enumerate(data.cells):
             where = f"cells[{i}]"
             if isinstance(entry, str):
                 ids.append(entry)
-            elif (cell_id := safe(lambda: _Facts(entry, where).str("id"))) is None:
-                problems.append(f"{where} has no cell id")
-            else:
-                ids.append(cell_id)
-                cells |= {cell_id: fields for fields in [safe(lambda: CellFields.from_json(entry, where))] if fields}
-        return cls(safe(lambda: top.str("run_id")), safe(lambda: top.str("started")), safe(lambda: h.str("hostname")),
-                   safe(lambda: h.str("os")), safe(lambda: h.str("driver")), safe(lambda: h.strs("gpus"), ()),
-                   safe(lambda: top.strs("gpus"), ()), safe(lambda: engine.str("name")),
-                   safe(lambda: engine.str("version")), safe(lambda: engine.strs("runtimes"), ()), safe(lambda: engine.strs("flags"), ()),
-                   safe(lambda: h.str("harness_version")) or safe(lambda: top.str("harness_version")),
-                   safe(lambda: h.str("git_commit")), safe(lambda: matrix.str("path")), safe(lambda: matrix.str("sha256")),
-                   tuple(dict.fromkeys(ids)), cells)
+                continue
+            cell_id = entry.get("id") if isinstance(entry, Mapping) else None
+            if not isinstance(cell_id, str) or not cell_id:
+                seen.append(f"{where} has no cell id" if cell_id is None or cell_id == "" else
+                            f"{where}.id should be a string, not {shown(cell_id)}")
+                continue
+            ids.append(cell_id)
+            try:
+                cells[cell_id] = CellFields.read(entry, where)
+            except RecordError as exc:
+                seen.append(str(exc))
+        if problems is not None:
+            problems.extend(seen)
+        host, engine = data.host, data.host.engine or EngineJson(name=data.engine)
+        return cls(run_id=data.run_id, started=data.started, hostname=host.hostname, os=host.os, driver=host.driver,
+                   host_gpus=host.gpus, gpus=data.gpus, engine=engine.name, engine_version=engine.version,
+                   engine_runtimes=engine.runtimes, engine_flags=engine.flags,
+                   harness_version=host.harness_version or data.harness_version, git_commit=host.git_commit,
+                   matrix_path=data.matrix.path, matrix_sha256=data.matrix.sha256, cell_ids=tuple(dict.fromkeys(ids)),
+                   cells=cells)
 
 
 __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase",
@@ -609,6 +606,6 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
-           "NcclSummary", "RankError", "RankSummary", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
-           "Control", "layer", "Rescue", "Tried", "Step",
+           "NcclSummary", "RankError", "RankState", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
+           "Control", "layer", "Rescue", "Tried", "Step", "StepJson", "SearchJson", "RunJson",
            "not_applicable", "build_error", "RunFacts"]

@@ -126,7 +126,7 @@ def _variables(record: CellRecord) -> str:
 def best_passing(cells: dict[str, CellRecord], ref: int | None) -> str | None:
     """The passing variant of a row with the highest busbw at `ref` (else its largest size); None when none passes."""
     passing = {v: r for v, r in cells.items() if r.status == "pass"}
-    return max(passing, key=lambda v: (passing[v].bandwidth_at(ref) or BandwidthRow(0)).busbw_gbs) if passing else None
+    return max(passing, key=lambda v: _busbw(passing[v].bandwidth_at(ref))) if passing else None
 
 
 def _rescued(cells: dict[str, CellRecord]) -> str | None:
@@ -137,6 +137,10 @@ def _rescued(cells: dict[str, CellRecord]) -> str | None:
     rescue, variant, record = max(found, key=lambda f: f[0].busbw[1] if f[0].busbw else 0.0)
     assert rescue.step is not None
     return f"{variant}: set {rescue.step.assignments()} (smallest rescue; {variant}: {record.status})"
+
+
+def _busbw(row: BandwidthRow | None) -> float:
+    return row.busbw_gbs if row else 0.0
 
 
 def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from . import owner
 from .errors import HarnessError, WriteError
-from .evidence import _shown
+from .codec import shown
 from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
@@ -245,7 +245,7 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     """Bring an older record to the current schema, or say why it cannot be read."""
     schema = record.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool):
-        raise ValueError(f"no schema version ({_shown(schema)}); not a harness record")
+        raise ValueError(f"no schema version ({shown(schema)}); not a harness record")
     if schema > SCHEMA_VERSION:
         raise ValueError(f"schema {schema} is newer than this harness reads ({SCHEMA_VERSION}); update the harness")
     return record  # schema 1 is the first: nothing to migrate yet

@@ -147,7 +147,7 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
         attempt = _attempt(engine, with_step(cell, step), replace(m, timeouts=timeouts), opts, image, cell_dir,
                            first + n, "rescue", on_event, lambda running: None)
         shown = ladder.Step(step.name, tuple(sorted(shown_env(dict(step.env)).items())), step.why)  # as may be written down
-        done.append(replace(attempt, step=shown))
+        done.append(attempt.replace(step=shown))
         assert attempt.outcome is not None
         if attempt.outcome.status in MEASURED or _interrupted([attempt]):
             break

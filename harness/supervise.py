@@ -11,40 +11,38 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
 from .errors import InfraError, WriteError
+from .evidence import Event, Forensics, PhaseEnd, Placement, RankError, RankResult, RankState, RawAttempt, Stall
+from .kinds import CONTROL_THRESHOLDS, STARTUP, EndedBy, phase_index
+from .kinds import WORKLOAD_PHASES as PHASES
 from .matrix import Timeouts
-from .kinds import CONTROL_THRESHOLDS, phase_index
-from .record import STARTUP, Stall
-from .record import WORKLOAD_PHASES as PHASES
-from .record import RawAttempt as Attempt  # the raw record of one attempt, filled in here
 
-__all__ = ["PHASES", "STARTUP", "Attempt", "Stall", "EventTail", "RankState", "Watch", "collect_forensics",
-           "supervise", "phase_index"]
+__all__ = ["PHASES", "STARTUP", "RawAttempt", "Stall", "EventTail", "Tracker", "Watch", "advance",
+           "collect_forensics", "supervise", "phase_index"]
 POLL_S = 0.1
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
 
 
-# The type of every event field the supervisor reads; an event with another type in one of them is
-# malformed, dropped and counted (a dict `phase` crashed the supervisor with a TypeError, issue 14).
-FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "event": (str,), "phase": (str,), "source": (str,), "pid": (int,), "seconds": (int, float),
-    "wall": (int, float), "error_class": (str,), "type": (str,), "message": (str,), "status": (str,),
-}
-
-
 def well_formed(event: Any) -> bool:
-    """A JSON object whose known fields have their types (bool is not a number here)."""
-    return isinstance(event, dict) and isinstance(event.get("event"), str) and all(
-        isinstance(event[k], types) and not isinstance(event[k], bool)
-        for k, types in FIELD_TYPES.items() if k in event and event[k] is not None)
+    """A JSON object whose known fields have their types (evidence.Event; bool is not a number here)."""
+    if not isinstance(event, dict):
+        return False
+    try:
+        Event.model_validate(event)
+    except ValidationError:
+        return False
+    return True
 
 
 class EventTail:
@@ -55,7 +53,7 @@ class EventTail:
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.partial, self.malformed = path, 0, b"", 0
 
-    def read(self) -> list[dict]:
+    def read(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
@@ -78,63 +76,63 @@ class EventTail:
         return events
 
 
-@dataclass
-class RankState:
-    rank: int
-    phase: str | None = None  # the phase it is in, or last finished
-    in_phase: bool = False
-    phases_done: list[str] = field(default_factory=list)
-    pid: int | None = None
-    last_progress: float = 0.0  # host monotonic clock
-    last_beat: float = 0.0
-    events: int = 0
-    error: dict | None = None
-    result: dict | None = None
-    phase_ends: dict[str, dict] = field(default_factory=dict)
-    placement: dict[str, str] = field(default_factory=dict)  # node, gpu, job_id, step (its start event)
+MAX_UNREADABLE = 20  # parts of what the ranks wrote that were left out, said in the record
 
-    def feed(self, event: dict, now: float) -> None:
-        kind = event.get("event")
-        self.events += 1
+
+def advance(state: RankState, event: Mapping[str, Any], unreadable: list[str]) -> RankState:
+    """A rank's state after one of its well-formed events (pure); what did not fit is said in `unreadable`."""
+    kind = event.get("event")
+    change: dict[str, Any] = {"events": state.events + 1}
+    if isinstance(event.get("pid"), int):
+        change["pid"] = event["pid"]
+    if kind == "start" and isinstance(event.get("placement"), Mapping):
+        placement = Placement.tolerant(event["placement"], unreadable, "start.placement")
+        if placement != Placement():
+            change["placement"] = placement
+    elif kind == "phase_start":
+        change |= {"phase": event.get("phase"), "in_phase": True}
+    elif kind == "phase_end":
+        change |= {"in_phase": False, "phases_done": (*state.phases_done, event.get("phase") or "")}
+    elif kind == "error":
+        change["error"] = RankError(**{k: event.get(k) for k in RankError.model_fields})
+    elif kind == "result":
+        change["result"] = RankResult.tolerant(event, unreadable, "result")
+    return state.model_copy(update=change)
+
+
+@dataclass
+class Tracker:
+    """One rank as the supervisor follows it: its state (evidence.RankState), when it last made
+    progress and last beat (host monotonic clock), and its phase_end events."""
+
+    rank: int
+    state: RankState = RankState()
+    last_progress: float = 0.0
+    last_beat: float = 0.0
+    phase_ends: dict[str, PhaseEnd] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+
+    def feed(self, event: Mapping[str, Any], now: float) -> None:
         self.last_beat = now
-        self.pid = event.get("pid", self.pid)
-        if kind == "start" and isinstance(event.get("placement"), dict):
-            self.placement = {k: v for k, v in event["placement"].items() if isinstance(v, str)}
-        if kind == "heartbeat" and event.get("source") != "main":
+        self.state = advance(self.state, event, self.unreadable)
+        if event.get("event") == "heartbeat" and event.get("source") != "main":
             return  # alive, but not progress: a rank stuck in a collective keeps beating
         self.last_progress = now
-        if kind == "phase_start":
-            self.phase, self.in_phase = event.get("phase"), True
-        elif kind == "phase_end":
-            self.in_phase = False
-            self.phases_done.append(event.get("phase"))
-            self.phase_ends[event.get("phase")] = event
-        elif kind == "error":
-            self.error = event
-        elif kind == "result":
-            self.result = event
+        if event.get("event") == "phase_end":
+            self.phase_ends[str(event.get("phase"))] = PhaseEnd.tolerant(event, self.unreadable,
+                                                                         f"rank {self.rank} {event.get('phase')}")
+
+    @property
+    def phase(self) -> str | None:
+        return self.state.phase
+
+    @property
+    def pid(self) -> int | None:
+        return self.state.pid
 
     @property
     def finished(self) -> bool:
-        return self.result is not None
-
-    def summary(self) -> dict:
-        return {
-            "phase": self.phase,
-            "in_phase": self.in_phase,
-            "phases_done": self.phases_done,
-            "pid": self.pid,
-            "events": self.events,
-            "error": _slim_error(self.error),
-            "result": self.result,
-            **({"placement": self.placement} if self.placement else {}),
-        }
-
-
-def _slim_error(error: dict | None) -> dict | None:
-    if error is None:
-        return None
-    return {k: error.get(k) for k in ("phase", "error_class", "type", "message", "wall")}
+        return self.state.finished
 
 
 class Watch:
@@ -142,10 +140,10 @@ class Watch:
 
     def __init__(self, ranks: int, timeouts: Timeouts, started: float, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.ranks, self.timeouts, self.started, self.heartbeat_s = ranks, timeouts, started, heartbeat_s
-        self.states: dict[int, RankState] = {}
+        self.states: dict[int, Tracker] = {}
 
-    def feed(self, rank: int, event: dict, now: float) -> None:
-        self.states.setdefault(rank, RankState(rank)).feed(event, now)
+    def feed(self, rank: int, event: Mapping[str, Any], now: float) -> None:
+        self.states.setdefault(rank, Tracker(rank)).feed(event, now)
 
     def phase(self) -> str:
         """The phase of the most advanced rank: where the others are awaited."""
@@ -203,7 +201,7 @@ def _pids(out: Path) -> dict[int, int]:
     return pids
 
 
-def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]:
+def collect_forensics(running: Running, out: Path, ranks: int) -> Forensics:
     """Before the kill: every rank's threads (faulthandler via SIGUSR1), NCCL log tails, processes."""
     processes = running.process_list()
     pids = _pids(out)
@@ -236,9 +234,9 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> dict[str, Any]
         text = nccl_log.tail_file(out / f"stacks-rank{rank}.txt", 200)
         stacks[str(rank)] = text or "(no dump: the rank did not answer SIGUSR1; stopped or gone)"
         nccl[str(rank)] = nccl_log.tail_file(out / f"nccl-rank{rank}.log", 40)
-    forensics = {"processes": processes, "pids": {str(k): v for k, v in pids.items()}, "stacks": stacks,
-                 "py_spy": native, "nccl_tail": nccl}
-    results.write_json(out / "forensics.json", forensics)
+    forensics = Forensics(processes=processes, pids={str(k): v for k, v in pids.items()}, stacks=stacks,
+                          py_spy=native, nccl_tail=nccl)
+    results.write_json(out / "forensics.json", forensics.to_json())
     return forensics
 
 
@@ -256,27 +254,30 @@ def with_gone(stall: Stall, running: Running, out: Path) -> Stall:
         gone = set()
     if not gone:
         return stall
-    return replace(stall, gone=tuple(sorted(gone)),
-                   why_behind={**stall.why_behind, **{rank: GONE for rank in gone}})
+    return stall.model_copy(update={"gone": tuple(sorted(gone)),
+                                    "why_behind": {**stall.why_behind, **{rank: GONE for rank in gone}}})
 
 
 def supervise(
     engine: Engine,
     spec: CellSpec,
     timeouts: Timeouts,
-    on_event: Callable[[int, dict], None] = lambda rank, event: None,
+    on_event: Callable[[int, dict[str, Any]], None] = lambda rank, event: None,
     on_start: Callable[[Running], None] = lambda running: None,
-) -> Attempt:
+) -> RawAttempt:
     """Run one attempt of one cell to its end (exit, stall, cap or Ctrl-C); never leaves it running.
     `on_start` gets the running cell (tests and benchmarks signal its ranks through it)."""
     out = spec.out_dir
     results.make_dir(out)
-    record = Attempt(spec.cell_id, engine.name, spec.attempt, spec.launch.ranks, out_dir=str(out),
-                     inherited_env=dict(spec.inherited_env), kind=spec.kind)
     started = time.monotonic()
-    record.started_wall = time.time()
+    started_wall = time.time()
     watch = Watch(spec.launch.ranks, timeouts, started)
     tails: dict[int, EventTail] = {}
+    ended_by: EndedBy | Literal[""] = ""
+    exit_code: int | None = None
+    stall: Stall | None = None
+    forensics = Forensics()
+    launcher_tail, infra_reason, leftovers = "", "", list[str]()
 
     def drain(now: float) -> None:
         for path in out.glob("events-rank*.jsonl"):
@@ -298,40 +299,37 @@ def supervise(
                     code = running.poll()
                     if code is not None:
                         drain(time.monotonic())
-                        record.ended_by, record.exit_code = "exited", code
+                        ended_by, exit_code = "exited", code
                         break
-                    stall = watch.stalled(now)
-                    if stall is not None:
-                        record.ended_by = "cap" if stall.cap else "stall"
-                        record.forensics = collect_forensics(running, out, spec.launch.ranks)
-                        record.stall = with_gone(stall, running, out).to_json()
+                    stalled = watch.stalled(now)
+                    if stalled is not None:
+                        ended_by = "cap" if stalled.cap else "stall"
+                        forensics = collect_forensics(running, out, spec.launch.ranks)
+                        stall = with_gone(stalled, running, out)
                         break
                     time.sleep(POLL_S)
             except KeyboardInterrupt:
-                record.ended_by = "interrupted"
-            record.launcher_tail = running.output_tail()
-            if record.ended_by != "exited":
+                ended_by = "interrupted"
+            launcher_tail = running.output_tail()
+            if ended_by != "exited":
                 running.kill()
-        record.leftovers = running.leftovers()
+        leftovers = running.leftovers()
     except WriteError:
         raise  # the results folder failed: the run stops (pipeline), nothing more can be recorded
     except InfraError as exc:
-        record.ended_by, record.infra_reason = "infra", str(exc)
-    record.seconds = time.monotonic() - started
-    record.verdict_after_progress = time.monotonic() - watch.last_progress()
-    record.ranks = {str(r): s.summary() for r, s in sorted(watch.states.items())}
-    for rank, tail in tails.items():
-        if tail.malformed and str(rank) in record.ranks:
-            record.ranks[str(rank)]["malformed_events"] = tail.malformed  # noted, never fatal
-    for path in sorted(out.glob("nccl-rank*.log")):
-        log = nccl_log.parse_file(path)
-        record.nccl[path.stem[len("nccl-rank"):]] = {
-            "version": log.version, "transports": log.transport_summary, "p2p_disabled": list(log.p2p_disabled),
-            "env": log.env_settings, "warnings": list(log.warnings)[:20], "errors": list(log.errors)[:20],
-            "init_complete": log.init_complete,
-        }
+        ended_by, infra_reason = "infra", str(exc)
+    ranks = {str(r): t.state.model_copy(update={"malformed_events": tails[r].malformed})
+             if r in tails and tails[r].malformed else t.state for r, t in sorted(watch.states.items())}
     lead = watch.states.get(0)
-    if lead is not None:
-        record.phases = lead.phase_ends
+    unreadable = [text for t in watch.states.values() for text in t.unreadable][:MAX_UNREADABLE]
+    record = RawAttempt(
+        cell_id=spec.cell_id, engine=engine.name, attempt=spec.attempt, expected_ranks=spec.launch.ranks,
+        ended_by=ended_by, exit_code=exit_code, seconds=time.monotonic() - started, started_wall=started_wall,
+        infra_reason=infra_reason, stall=stall, ranks=ranks, phases=lead.phase_ends if lead else {},
+        launcher_tail=launcher_tail, forensics=forensics, leftovers=leftovers, out_dir=str(out),
+        verdict_after_progress=time.monotonic() - watch.last_progress(),
+        nccl={path.stem[len("nccl-rank"):]: nccl_log.parse_file(path).summary()
+              for path in sorted(out.glob("nccl-rank*.log"))},
+        inherited_env=dict(spec.inherited_env), kind=spec.kind, unreadable=tuple(unreadable))
     results.write_json(out / "attempt.json", record.to_json())
     return record

@@ -226,9 +226,9 @@ def test_without_libnccl_each_rank_fails_as_nccl_not_found_under_the_supervisor(
     assert record.ended_by == "exited" and record.exit_code not in (0, None)
     assert set(record.ranks) == {"0", "1"}
     for rank in record.ranks.values():
-        assert rank["error"]["error_class"] == "nccl-not-found" and rank["error"]["phase"] == "nccl-load"
-        assert "libnccl.so.2" in rank["error"]["message"]
-        assert rank["result"]["status"] == "error"
+        assert rank.error.error_class == "nccl-not-found" and rank.error.phase == "nccl-load"
+        assert "libnccl.so.2" in rank.error.message
+        assert rank.result.status == "error"
 
 
 # ---------------------------------------------------------------- wired into a cell's run (runner.run_cell)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -203,7 +202,7 @@ def test_the_rescue_round_trips_through_json_and_old_records_still_load():
 
 def test_why_the_search_stopped_round_trips_and_a_malformed_one_is_a_corrupt_record():
     end = ladder.search_end((A, B, D), Budget(2, 30), 2, False, False)
-    rec = replace(_searched(["hang", "fail"]), search=end)
+    rec = _searched(["hang", "fail"]).replace(search=end)
     data = json.loads(json.dumps(rec.to_json()))
     assert data["rescue_search"] == {"why": "attempts", "untried": ["d"], "attempts": 2, "seconds": 30}
     assert CellRecord.from_json(data).rescue.ended == end
@@ -251,7 +250,7 @@ def test_the_report_lists_what_was_tried_when_nothing_rescued_the_cell():
     rec = _searched(["hang", "fail", "hang"])
     assert report.rescue_text(rec, {"default": rec}, None) == "no rescue in 3 attempt(s): tried a (hang), b (fail), d (hang)"
     assert report.recommend({"default": rec}, None) == "no variant passes; no rescue in 3 attempt(s)"
-    ended = replace(rec, search=ladder.search_end((A, B, D, C), Budget(3), 3, False, False))
+    ended = rec.replace(search=ladder.search_end((A, B, D, C), Budget(3), 3, False, False))
     assert report.rescue_text(ended, {"default": ended}, None) == (
         "no rescue in 3 attempt(s): tried a (hang), b (fail), d (hang); the attempt budget of 3 was reached; not "
         "tried: c (raise matrix.yaml rescue: attempts to try them)")

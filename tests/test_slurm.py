@@ -206,7 +206,7 @@ def test_a_stopped_rank_is_a_hang_in_its_phase(slurm_cluster, tmp_path):
     assert result.status == "hang", result
     assert result.phase == "prepare" and result.detail["ranks_behind"] == [1]
     assert "rank 1" in result.reason and "stopped" in result.reason
-    assert "did not answer" in record.forensics["stacks"]["1"]
+    assert "did not answer" in record.forensics.stacks["1"]
     _no_jobs_of("slurm-stop")
 
 
@@ -232,7 +232,7 @@ def test_a_killed_rank_the_job_has_not_noticed_is_a_fail_found_by_the_nodes_coll
     from .test_supervise import run_killed_behind_a_stopped_launcher
 
     record, result = run_killed_behind_a_stopped_launcher((SlurmEngine(), ""), tmp_path, "slurm-gone")
-    assert record.ended_by == "stall" and record.stall["gone"] == [1], record.stall
+    assert record.ended_by == "stall" and record.stall.gone == (1,), record.stall
     assert result.status == "fail" and result.error_class == "killed" and result.detail["rank"] == 1, result
     # the node's collector answered and saw no live rank 1 (rank 0 had lost its peer and exited as well;
     # with the launcher stopped both are zombies); where a rank is alive it finds it: the stopped-rank test
@@ -478,10 +478,10 @@ def test_a_stopped_rank_in_a_docker_container_on_the_node_is_a_hang_and_no_conta
                                  on_start=lambda running: (ranks(running), fault.start(ranks)))
     result = outcome.classify(record.to_json())
     assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1], result
-    node = record.ranks["1"]["placement"]["node"]  # Slurm's variables reached the rank in its container
-    stopped = [line.split() for line in record.forensics["processes"].splitlines() if line.startswith(f"{node}: ")]
-    assert [w for w in stopped if w[2] == "T" and "/opt/harness/workload/run.py" in w], record.forensics["processes"]
-    assert "Thread" in record.forensics["stacks"]["0"]  # rank 0 answered SIGUSR1 in its container
+    node = record.ranks["1"].placement.node  # Slurm's variables reached the rank in its container
+    stopped = [line.split() for line in record.forensics.processes.splitlines() if line.startswith(f"{node}: ")]
+    assert [w for w in stopped if w[2] == "T" and "/opt/harness/workload/run.py" in w], record.forensics.processes
+    assert "Thread" in record.forensics.stacks["0"]  # rank 0 answered SIGUSR1 in its container
     assert record.leftovers == [] and engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
     _no_jobs_of("docker-stop")
 

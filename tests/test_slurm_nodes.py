@@ -78,11 +78,11 @@ def test_a_rank_stopped_on_its_node_is_a_hang_naming_the_rank_and_the_node(slurm
     # forensics from where each rank runs (collector.py through srun --overlap on every node): the stopped
     # rank's state on its node and py-spy's dump of it there; the other node's rank answered SIGUSR1
     n1, n2 = slurm_nodes.nodes
-    stopped = [line for line in record.forensics["processes"].splitlines()
-               if line.startswith(f"{n2}: ") and line.split()[1] == str(record.ranks["1"]["pid"])]
-    assert stopped and stopped[0].split()[2] == "T", record.forensics["processes"]
-    assert record.forensics["py_spy"]["1"].startswith(f"[{n2}]"), record.forensics["py_spy"]
-    assert "Thread" in record.forensics["stacks"]["0"], record.forensics["stacks"]["0"]  # faulthandler on n1
+    stopped = [line for line in record.forensics.processes.splitlines()
+               if line.startswith(f"{n2}: ") and line.split()[1] == str(record.ranks["1"].pid)]
+    assert stopped and stopped[0].split()[2] == "T", record.forensics.processes
+    assert record.forensics.py_spy["1"].startswith(f"[{n2}]"), record.forensics.py_spy
+    assert "Thread" in record.forensics.stacks["0"], record.forensics.stacks["0"]  # faulthandler on n1
     assert (spec.out_dir / "node-forensics" / f"{n2}.json").is_file()
     assert record.leftovers == []
     _nothing_left(slurm_nodes, str(spec.out_dir))

@@ -63,7 +63,7 @@ def test_healthy_cell_passes(setup, tmp_path):
     assert result.status == "pass", result
     assert record.exit_code == 0
     assert set(record.ranks) == {"0", "1"}
-    assert record.phases["bandwidth"]["rows"]
+    assert record.phases["bandwidth"].rows
 
 
 @pytest.mark.parametrize("phase", ["prepare", "bandwidth"])
@@ -75,13 +75,13 @@ def test_stopped_rank_is_a_hang_in_its_phase_naming_the_rank(setup, tmp_path, ph
     assert "rank 1" in result.reason and "stopped" in result.reason
     assert record.ended_by == "stall"
     # forensics: rank 0 answered SIGUSR1 with its threads; the stopped rank could not
-    stacks = record.forensics["stacks"]
+    stacks = record.forensics.stacks
     assert "Thread" in stacks["0"] or "File" in stacks["0"]
     assert "did not answer" in stacks["1"]
-    assert record.forensics["processes"]
+    assert record.forensics.processes
     if isinstance(setup[0], HostEngine):
         # py-spy (installed with the test extras) reads even the stopped rank
-        assert "Thread" in record.forensics["py_spy"]["1"], record.forensics["py_spy"]
+        assert "Thread" in record.forensics.py_spy["1"], record.forensics.py_spy
 
 
 def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
@@ -91,8 +91,8 @@ def test_killed_rank_is_a_fail_not_a_hang(setup, tmp_path):
     assert result.phase == "bandwidth"
     assert "rank 1 died" in result.reason
     # the event files show exactly how far each rank got
-    assert {r: s["phase"] for r, s in record.ranks.items()} == {"0": "bandwidth", "1": "bandwidth"}
-    assert record.ranks["1"]["phases_done"] == ["fingerprint", "init", "prepare", "step", "check"]
+    assert {r: s.phase for r, s in record.ranks.items()} == {"0": "bandwidth", "1": "bandwidth"}
+    assert list(record.ranks["1"].phases_done) == ["fingerprint", "init", "prepare", "step", "check"]
 
 
 def parent_of(running, pid: int) -> int:
@@ -142,7 +142,7 @@ def run_killed_behind_a_stopped_launcher(setup, tmp_path, name: str):
 def test_a_killed_rank_the_launcher_has_not_noticed_is_a_fail_not_a_hang(setup, tmp_path):
     record, result = run_killed_behind_a_stopped_launcher(setup, tmp_path, "gone")
     assert record.ended_by == "stall"  # the launcher never exited: the supervisor stopped the cell
-    assert record.stall["gone"] == [1], record.stall
+    assert record.stall.gone == (1,), record.stall
     assert result.status == "fail" and result.error_class == "killed", result
     assert result.phase == "bandwidth" and result.detail["rank"] == 1
     assert "rank 1 died in bandwidth" in result.reason
@@ -182,7 +182,7 @@ def test_a_rank_that_raises_while_its_peer_is_still_starting_is_the_cause(setup,
     assert result.phase == "init" and result.detail["rank"] == 0, result
     assert "nosuchif0" in result.reason
     assert "rank 1 is a victim" in result.reason and set(result.detail["victims"]) == {"1"}, result
-    assert record.ranks["1"]["phase"] == "fingerprint"
+    assert record.ranks["1"].phase == "fingerprint"
 
 
 def test_a_hang_stays_a_hang_where_the_group_timeout_used_to_fire_first(setup, tmp_path):
