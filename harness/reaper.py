@@ -104,7 +104,7 @@ def _dead(marker: str) -> bool:
     return owner is not None and owner.dead()
 
 
-def connect_docker(timeout: float = 3) -> "DockerClient | None":
+def connect_docker(timeout: int = 3) -> "DockerClient | None":
     """A client of the Docker engine when one answers, else None (the host engine's machines have none)."""
     from .engines.dockerclient import DockerClient
 

@@ -100,7 +100,9 @@ class Recording:
     it starts."""
 
     def __init__(self, inner: FakeEngine) -> None:
-        self._inner, self.read, self.read_running = inner, set(), set()
+        self._inner = inner
+        self.read: set[str] = set()
+        self.read_running: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         self.read.add(name)
@@ -138,7 +140,12 @@ def test_a_matrix_run_on_the_fake_engine_reads_only_protocol_members(tmp_path: P
     recording = Recording(FakeEngine())
     monkeypatch.setattr(pipeline.engines, "choose", lambda *args: recording)
     swept: list[Any] = []
-    monkeypatch.setattr(reaper, "sweep", lambda progress, docker=None, **kw: swept.append(docker) or [])
+
+    def sweep(progress: Any, docker: Any = None, **kw: Any) -> list[Any]:
+        swept.append(docker)
+        return []
+
+    monkeypatch.setattr(reaper, "sweep", sweep)
     selection = Selection(matrix.DEFAULT_CPU_MATRIX, only=("variant=default", "launcher=torchrun"))
     code = pipeline.run(selection, pipeline.MatrixOptions(results=tmp_path, run_id="fake", dry_run=dry_run))
     assert code == 0

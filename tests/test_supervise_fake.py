@@ -33,6 +33,11 @@ def _spec(engine: FakeEngine, out: Path, timeouts: matrix.Timeouts = FAST) -> Ce
     return runner.spec_for(CELL, m, engine, runner.RunOptions("fake", out.parent, (), 2), "", 1, out)
 
 
+def _stall(record: RawAttempt) -> dict[str, Any]:
+    assert record.stall is not None, record.ended_by
+    return record.stall
+
+
 def _supervise(tmp_path: Path, ranks: dict[int, Rank], timeouts: matrix.Timeouts = FAST,
                **hooks: Any) -> tuple[FakeEngine, RawAttempt, outcome.Outcome]:
     engine = FakeEngine(ranks)
@@ -73,8 +78,8 @@ def test_a_stall_waits_for_its_phase_threshold_and_no_longer(tmp_path: Path) -> 
     timeouts = FAST.model_copy(update={"prepare": 1.2})
     _, record, result = _supervise(tmp_path, {0: stall("prepare", beating=True), 1: stall("prepare")}, timeouts)
     assert result.status == "hang" and result.phase == "prepare"
-    assert 1.2 <= record.stall["since_progress"] < 1.2 + 0.5, record.stall
-    assert record.stall["threshold"] == 1.2
+    assert 1.2 <= _stall(record)["since_progress"] < 1.2 + 0.5, record.stall
+    assert _stall(record)["threshold"] == 1.2
 
 
 def test_a_rank_that_dies_unnoticed_by_the_launcher_is_a_fail_not_a_hang(tmp_path: Path) -> None:
@@ -82,8 +87,8 @@ def test_a_rank_that_dies_unnoticed_by_the_launcher_is_a_fail_not_a_hang(tmp_pat
     bandwidth and waits there. At the stall the supervisor asks Running.gone about the ranks behind, and
     classify calls rank 1 killed in its phase, rank 0 (still waiting) its victim."""
     _, record, result = _supervise(tmp_path, {0: stall("bandwidth", beating=True), 1: die("check")})
-    assert record.ended_by == "stall" and record.stall["gone"] == [1]
-    assert record.stall["why_behind"]["1"] == supervise.GONE
+    assert record.ended_by == "stall" and _stall(record)["gone"] == [1]
+    assert _stall(record)["why_behind"]["1"] == supervise.GONE
     assert result.status == "fail" and result.error_class == "killed" and result.phase == "check", result
     assert "rank 1 died in check" in result.reason and "launcher had not yet noticed" in result.reason
     assert result.detail["victims"] == {"0": "still waiting in bandwidth when the cell was stopped, after rank 1 failed"}
@@ -94,7 +99,7 @@ def test_a_silent_rank_in_the_leading_phase_is_not_asked_about_before_it_is_behi
     (3 s): with a 0.6 s threshold a rank that died in the leading phase is not yet either, so the
     supervisor does not ask whether it is gone, and the stall is a hang with every rank waiting."""
     _, record, result = _supervise(tmp_path, {0: stall("check", beating=True), 1: die("check")})
-    assert record.stall["gone"] == [] and result.status == "hang" and result.phase == "check", result
+    assert _stall(record)["gone"] == [] and result.status == "hang" and result.phase == "check", result
     assert "all ranks waiting" in result.reason
 
 
@@ -167,7 +172,7 @@ def test_a_hang_is_retried_and_every_attempt_is_kept(tmp_path: Path) -> None:
     m = matrix.Matrix(**{**M.__dict__, "timeouts": FAST})
     record = runner.run_cell(engine, CELL, m, runner.RunOptions("fake", tmp_path, (), 2, retries=1))
     assert [a.outcome.status for a in record.attempts if a.outcome] == ["hang", "pass"]
-    assert record.outcome.status == "pass"
+    assert record.outcome is not None and record.outcome.status == "pass"
     assert (tmp_path / "fake" / "cells" / CELL.id / "record.json").exists()
 
 
@@ -176,7 +181,7 @@ def test_a_fail_is_not_retried_and_ctrl_c_is_never_retried(tmp_path: Path) -> No
     failing = FakeEngine({0: error("step", "oom", "CUDA out of memory"), 1: stall("step", beating=True)})
     record = runner.run_cell(failing, CELL, m, runner.RunOptions("fail", tmp_path, (), 2, retries=2))
     assert [a.outcome.status for a in record.attempts if a.outcome] == ["fail"]
-    assert record.outcome.error_class == "oom"
+    assert record.outcome is not None and record.outcome.error_class == "oom"
 
     def ctrl_c(rank: int, event: dict[str, Any]) -> None:
         if event.get("event") == "phase_start" and event.get("phase") == "init":

@@ -41,7 +41,7 @@ class DockerEngine:
         self._stop = Stop()
 
     @classmethod
-    def connect(cls, timeout: float = 10) -> "DockerEngine":
+    def connect(cls, timeout: int = 10) -> "DockerEngine":
         """Connect or raise InfraError with the way out."""
         return cls(DockerClient.connect(timeout=timeout))
 

@@ -80,7 +80,7 @@ class Container:
         """Run `argv` in the container: its exit code and merged output."""
         with _failures():
             code, output = self._sdk.exec_run(argv)
-        return int(code) if code is not None else -1, bytes(output)
+        return int(code) if code is not None else -1, output if isinstance(output, bytes) else b"".join(output)
 
     def top(self, ps_args: str) -> dict[str, Any]:
         """`docker top` with these ps arguments: {"Titles": [...], "Processes": [[...], ...]}."""
@@ -90,7 +90,7 @@ class Container:
     def logs(self, tail: int | None = None) -> str:
         with _failures():
             raw = self._sdk.logs(tail=tail) if tail is not None else self._sdk.logs()
-        return bytes(raw).decode(errors="replace")
+        return (raw if isinstance(raw, bytes) else b"".join(raw)).decode(errors="replace")
 
     def cpu_quota(self, quota: int, period: int = 100_000) -> None:
         """docker update --cpus as a quota per period; -1 is no quota."""
@@ -119,7 +119,7 @@ class DockerClient:
         self._sdk = sdk
 
     @classmethod
-    def connect(cls, timeout: float = 10) -> "DockerClient":
+    def connect(cls, timeout: int = 10) -> "DockerClient":
         """Connect or raise InfraError with the way out."""
         try:
             sdk = docker.from_env(timeout=timeout)
@@ -179,7 +179,8 @@ class DockerClient:
         """Remove every image the harness built (not the base images); returns how many."""
         built = self._sdk.images.list(filters={"label": f"{LABEL}.stack"})
         for image in built:
-            self.remove_image(image.id)
+            if image.id:
+                self.remove_image(image.id)
         return len(built)
 
     def build(
@@ -191,7 +192,7 @@ class DockerClient:
         buildargs: dict[str, str],
         log: Path,
         on_line: Callable[[str], None] = lambda _: None,
-        timeout: float = 3600,
+        timeout: int = 3600,
         nocache: bool = False,
     ) -> str:
         """Build `context` into `tag`, streaming the engine's log to `log`; returns the image id."""
