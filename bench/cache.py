@@ -42,13 +42,13 @@ def main() -> int:
     # (1) deciding that nothing needs building
     timed(invoke("build", "--matrix", "matrix-cpu.yaml", *wh, "--results", str(work / "warm")))
     from harness import images, matrix
-    from harness.engines.docker import DockerEngine
+    from harness.engines.dockerclient import DockerClient
     from harness.progress import Progress
 
     stacks = list(matrix.load(REPO / "matrix-cpu.yaml").stacks)
-    engine = DockerEngine.connect()
+    docker = DockerClient.connect()
     started = time.monotonic()
-    built = images.build_all(stacks, engine, images.BuildOptions(wheelhouse=Path(args.wheelhouse).resolve()),
+    built = images.build_all(stacks, docker, images.BuildOptions(wheelhouse=Path(args.wheelhouse).resolve()),
                              work / "decide", Progress())
     per_image = (time.monotonic() - started) / len(stacks)
     nothing_built = all(r.status == "cached" for r in built.values())

@@ -62,8 +62,8 @@ def main() -> int:
     engine = engines.choose(args.engine, Progress())
     cell = next(c for c in engine.cells(m, list(m.runnable), Progress()) if c.launcher == "accelerate")
     image = ""
-    if engine.builds_images:
-        built = images.build_all([cell.stack], engine, images.BuildOptions(wheelhouse=args.wheelhouse),
+    if engine.builds_images and engine.builder is not None:
+        built = images.build_all([cell.stack], engine.builder, images.BuildOptions(wheelhouse=args.wheelhouse),
                                  Path(tempfile.mkdtemp(prefix="hang-bench-build-")), Progress())[cell.stack.id]
         if not built.ok:
             raise SystemExit(f"cannot build {cell.stack.id}: {built.reason}")

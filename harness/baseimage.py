@@ -14,7 +14,7 @@ from .errors import InfraError
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .engines.docker import DockerEngine
+    from .engines.dockerclient import DockerClient
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ def is_local(ref: str) -> bool:
     return ref in LOCAL_BASES
 
 
-def ensure(engine: DockerEngine, ref: str, log: Path, progress: Progress, mirror: str | None = None) -> bool:
+def ensure(docker: DockerClient, ref: str, log: Path, progress: Progress, mirror: str | None = None) -> bool:
     """Make the base image unless the engine has it; True when it was made now."""
-    if engine.image_exists(ref):
+    if docker.image_exists(ref):
         return False
     base = LOCAL_BASES[ref]
     if proc.which("debootstrap") is None:
@@ -58,7 +58,7 @@ def ensure(engine: DockerEngine, ref: str, log: Path, progress: Progress, mirror
                 f"See {log}.",
             )
             proc.check(proc.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], timeout=600, log=log), "tar", "")
-            engine.import_rootfs(tarball, ref, {"io.nccl-harness.suite": base.suite})
+            docker.import_rootfs(tarball, ref, {"io.nccl-harness.suite": base.suite})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return True

@@ -15,7 +15,7 @@ from . import compare as compare_mod
 from . import publish as publish_mod
 from . import report as report_mod
 from .doctor import doctor
-from .engines.docker import DockerEngine
+from .engines.dockerclient import DockerClient
 from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError, closest
 from .pipeline import MatrixOptions, checked_build_options, write_builds
 from .pipeline import run as run_matrix
@@ -87,13 +87,13 @@ def build(
     if not runnable:
         progress.say(f"{m.path.name}: nothing to build (no runnable cell selected).")
         return EXIT_NOTHING_SELECTED
-    engine = DockerEngine.connect()
-    reaper.sweep(progress, engine)
+    docker = DockerClient.connect()
+    reaper.sweep(progress, docker)
     run = results.run_dir(results_dir, run_id or results.new_run_id())
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
     with results.owned(run):
         progress.say(f"Building {len(stacks)} image(s) for {len(runnable)} cell(s); logs in {run / 'builds'}")
-        built = images.build_all(stacks, engine, options, run / "builds", progress, jobs=jobs)
+        built = images.build_all(stacks, docker, options, run / "builds", progress, jobs=jobs)
         outcomes = write_builds(run / "builds.json", m, runnable, built)["cells"]
     failed = [r for r in built.values() if not r.ok]
     progress.say(
@@ -109,11 +109,11 @@ def base_image(ref: str = "harness-base:bookworm", mirror: str | None = None, ve
     progress = Progress(verbose=verbose)
     if not baseimage.is_local(ref):
         raise HarnessError(f"{ref}: not a base image the harness makes. Fix: use one of {', '.join(baseimage.LOCAL_BASES)}.")
-    engine = DockerEngine.connect()
-    reaper.sweep(progress, engine)
+    docker = DockerClient.connect()
+    reaper.sweep(progress, docker)
     log = Path(results.DEFAULT_RESULTS) / "base-images.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    made = baseimage.ensure(engine, ref, log, progress, mirror)
+    made = baseimage.ensure(docker, ref, log, progress, mirror)
     progress.say(f"{ref}: {'made' if made else 'already present'}")
     return EXIT_OK
 

@@ -1,5 +1,5 @@
 """From a stack to an image: render the Jinja2 template into a build context, name it by the hash of
-its content, and build it through the engine only when no image has that name yet."""
+its content, and build it through the Docker client only when no image has that name yet."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Iterator
 import jinja2
 
 from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, wheelhouse
-from .engines.docker import LABEL, DockerEngine
+from .engines.dockerclient import LABEL, DockerClient
 from .errors import HarnessError
 from . import matrix
 from .matrix import Stack
@@ -266,22 +266,22 @@ def failure_reason(error: str, log: Path) -> str:
     return f"{error} (log: {log})"
 
 
-def plan(stacks: list[Stack], engine: DockerEngine, options: BuildOptions) -> Iterator[tuple[Stack, str, bool]]:
+def plan(stacks: list[Stack], docker: DockerClient, options: BuildOptions) -> Iterator[tuple[Stack, str, bool]]:
     """(stack, tag, cached) for each stack, as build_all would decide it; builds nothing."""
     with tempfile.TemporaryDirectory(prefix="harness-dry-") as tmp:
         for stack in stacks:
             tag = prepare(stack, options, Path(tmp) / "pip.log").tag
-            yield stack, tag, engine.image_exists(tag) and not options.rebuild
+            yield stack, tag, docker.image_exists(tag) and not options.rebuild
 
 
 def build_all(
-    stacks: list[Stack], engine: DockerEngine, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1
+    stacks: list[Stack], docker: DockerClient, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1
 ) -> dict[str, BuildResult]:
     """Build every stack's image (`jobs` at a time); a failure is recorded and the rest go on."""
     log_dir.mkdir(parents=True, exist_ok=True)
     for base in dict.fromkeys(s.base for s in stacks if baseimage.is_local(s.base)):
         try:
-            baseimage.ensure(engine, base, log_dir / f"base-{_repo_safe(base)}.log", progress)
+            baseimage.ensure(docker, base, log_dir / f"base-{_repo_safe(base)}.log", progress)
         except HarnessError as exc:  # the builds that need it will fail and say why
             progress.say(f"base image {base}: {exc}")
 
@@ -292,7 +292,7 @@ def build_all(
         try:
             context = prepare(stack, options, log)
             tag = context.tag
-            if not options.rebuild and engine.image_exists(tag):
+            if not options.rebuild and docker.image_exists(tag):
                 progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})")
                 return BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
             title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
@@ -301,7 +301,7 @@ def build_all(
             with progress.task(title) if jobs == 1 else nullcontext():
                 with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
                     materialize(context, Path(tmp))
-                    engine.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
+                    docker.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
                                  buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
                                  on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))

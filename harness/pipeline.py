@@ -17,8 +17,6 @@ from typing import Callable
 
 from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
 from .engines.base import Engine
-from .engines.docker import DockerEngine
-from .engines.slurm import SlurmEngine
 from .kinds import CONTROL_WHEN, ControlWhen
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .matrix import Cell, Matrix
@@ -113,7 +111,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     m, cells = resolve(selection, progress)
     m = replace(m, timeouts=check_timeouts(opts.timeouts, m.timeouts))
     engine = engines.choose(opts.engine, progress, opts.slurm, opts.jobs)
-    reaper.sweep(progress, engine if isinstance(engine, DockerEngine) else None)  # before anything is measured
+    reaper.sweep(progress, engine.client)  # before anything is measured
     engine.preflight(progress)
     cells = engine.cells(m, cells, progress)
     runnable = [c for c in cells if c.na_reason is None]
@@ -192,7 +190,7 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
             results.save_record(opts.results, run_id, build_error(cell, result))
             counts["build-error"] += 1
     todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
-    together = opts.jobs if isinstance(engine, SlurmEngine) and len(todo) > 1 else 1
+    together = engine.concurrent_cells(opts.jobs) if len(todo) > 1 else 1
     progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine"
                  f"{f', up to {together} at a time' if together > 1 else ''}; results in {run}")
     done_n = 0
@@ -218,7 +216,6 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
 
     interrupted = False
     if together > 1:
-        assert isinstance(engine, SlurmEngine)
         with progress.task(f"{len(todo)} cell(s), up to {together} at a time", echo=False) as task:
             interrupted = _run_together(engine, todo, together, lambda cell: run_one(cell, task), ended)
         return _finish(run, counts, interrupted, opts, progress)
@@ -232,12 +229,12 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     return _finish(run, counts, interrupted, opts, progress)
 
 
-def _run_together(engine: SlurmEngine, cells: list[Cell], jobs: int, run_one: Callable[[Cell], CellRecord],
+def _run_together(engine: Engine, cells: list[Cell], jobs: int, run_one: Callable[[Cell], CellRecord],
                   ended: Callable[[Cell, CellRecord], bool]) -> bool:
-    """Up to `jobs` cells at the same time, each its own Slurm job (with --exclusive: no node shared, see
-    SlurmOptions.sbatch_args), each recorded by its worker as it ends and said here as it ends. Only the
-    slurm engine: the docker and host engines' cells share this machine's GPUs, so running them together
-    would measure each other. Ctrl-C (SIGTERM, SIGHUP) reaches only this thread: it ends every running
+    """Up to `jobs` cells at the same time (as many as engine.concurrent_cells allows: on the slurm engine
+    each its own Slurm job, with --exclusive: no node shared, see SlurmOptions.sbatch_args), each recorded
+    by its worker as it ends and said here as it ends. The docker and host engines allow one: their cells
+    share this machine's GPUs, so running them together would measure each other. Ctrl-C (SIGTERM, SIGHUP) reaches only this thread: it ends every running
     cell through engine.interrupt() (each recorded `interrupted`, its job scancelled), cells not started
     are left for --resume, and this waits for the running ones; a second Ctrl-C stops waiting (the pool
     still lets each worker finish its kill). Returns whether the run was interrupted."""
@@ -269,10 +266,11 @@ def _run_together(engine: SlurmEngine, cells: list[Cell], jobs: int, run_one: Ca
 def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Path,
             progress: Progress) -> dict[str, images.BuildResult]:
     """The image of every stack the cells need, built when missing; {} for an engine without images."""
-    if not engine.builds_images or not cells:
+    builder = engine.builder if engine.builds_images and cells else None  # connects (InfraError) when it must
+    if builder is None:
         return {}
     stacks = list({c.stack.id: c.stack for c in cells}.values())
-    built = images.build_all(stacks, engine.builder, opts.build, log_dir, progress, jobs=opts.jobs)
+    built = images.build_all(stacks, builder, opts.build, log_dir, progress, jobs=opts.jobs)
     return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
 
 
@@ -322,10 +320,11 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
     """What would be built, and each cell's equivalent command line from the same spec the real run
     starts, copy-pasteable; nothing is built, run or written."""
     tags: dict[str, str] = {}
-    if engine.builds_images:
+    builder = engine.builder if engine.builds_images else None
+    if builder is not None:
         stacks = list({c.stack.id: c.stack for c in cells}.values())
         print(f"# {len(stacks)} image(s):")
-        for stack, tag, cached in images.plan(stacks, engine.builder, build):
+        for stack, tag, cached in images.plan(stacks, builder, build):
             tags[stack.id] = tag
             state = "cached" if cached else "would build"
             print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2")

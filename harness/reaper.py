@@ -1,5 +1,5 @@
 """What a dead harness left running, found and removed: host processes by the owner in their environment
-(owner.OWNER_VAR), containers by their owner label (engines/docker.py LABEL_OWNER), Slurm jobs by the
+(owner.OWNER_VAR), containers by their owner label (engines/dockerclient.py LABEL_OWNER), Slurm jobs by the
 owner in their comment (engines/slurm.py).
 
 Seen before (issue 14): a harness killed mid-cell (SIGKILL, or SIGTERM before it was handled) left the
@@ -26,7 +26,7 @@ from .errors import InfraError
 from .owner import JOB_NOTES, OWNER_VAR, Owner, job_note
 
 if TYPE_CHECKING:
-    from .engines.docker import DockerEngine
+    from .engines.dockerclient import DockerClient
     from .progress import Progress
 
 
@@ -49,10 +49,10 @@ def _processes() -> list[Leftover]:
             for p in host.marked(OWNER_VAR)]
 
 
-def _containers(docker: "DockerEngine | None") -> list[Leftover]:
+def _containers(docker: "DockerClient | None") -> list[Leftover]:
     if docker is None:
         return []
-    from .engines.docker import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
+    from .engines.dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
 
     found = []
     # cells only (io.nccl-harness=cell): the intermediate containers of a `docker build` carry the
@@ -90,7 +90,7 @@ def _jobs(ask: bool) -> list[Leftover]:
             for job_id, name, state, comment in slurm.queued(timeout=5)]
 
 
-def _remove(items: list[Leftover], docker: "DockerEngine | None") -> None:
+def _remove(items: list[Leftover], docker: "DockerClient | None") -> None:
     if any(i.engine == "host" for i in items):  # again until none is left: a launcher may start a rank between two looks
         host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if _dead(p.value)])
     for item in items:
@@ -104,17 +104,17 @@ def _dead(marker: str) -> bool:
     return owner is not None and owner.dead()
 
 
-def connect_docker(timeout: float = 3) -> "DockerEngine | None":
-    """The Docker engine when one answers, else None (the host engine's machines have none)."""
-    from .engines.docker import DockerEngine
+def connect_docker(timeout: int = 3) -> "DockerClient | None":
+    """A client of the Docker engine when one answers, else None (the host engine's machines have none)."""
+    from .engines.dockerclient import DockerClient
 
     try:
-        return DockerEngine.connect(timeout=timeout)
+        return DockerClient.connect(timeout=timeout)
     except InfraError:
         return None
 
 
-def sweep(progress: "Progress", docker: "DockerEngine | None" = None, *, unowned: bool = False,
+def sweep(progress: "Progress", docker: "DockerClient | None" = None, *, unowned: bool = False,
           connect: bool = True) -> list[Leftover]:
     """Remove what dead harnesses left (and, with `unowned`, what older harnesses left without an
     owner), on the host and, when one answers, in the Docker engine; each said in one line."""
@@ -146,7 +146,7 @@ def reap(marker: str, engine: str) -> None:
     if engine == "docker":
         docker = connect_docker(timeout=10)
         if docker is not None:
-            from .engines.docker import LABEL_OWNER
+            from .engines.dockerclient import LABEL_OWNER
 
             for name in docker.leftovers(f"{LABEL_OWNER}={marker}"):
                 docker.remove_container(name)
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's Ctrl-C or hangup is for the harness
         signal.signal(sig, signal.SIG_IGN)
     if engine == "docker":
-        import docker  # noqa: F401 - imported now, so that removing the containers takes no longer than it must
+        from .engines import dockerclient  # noqa: F401 - the SDK imported now, so that removing the containers takes no longer than it must
     sys.stdin.buffer.read()  # returns at EOF: the harness has ended (exited, or was killed)
     reap(marker, engine)
     job_note(marker).unlink(missing_ok=True)

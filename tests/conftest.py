@@ -34,7 +34,7 @@ def engine():
     except InfraError as exc:
         _unavailable(f"no Docker engine ({exc})")
     yield eng
-    left = eng.leftovers()
+    left = eng.client.leftovers()
     assert not left, f"the tests left harness containers behind: {left}"
 
 
@@ -127,9 +127,9 @@ def base_image(engine, tmp_path_factory) -> str:
     from harness.progress import Progress
 
     ref = "harness-base:bookworm"
-    if not engine.image_exists(ref) and shutil.which("debootstrap") is None:
+    if not engine.client.image_exists(ref) and shutil.which("debootstrap") is None:
         _unavailable("no base image and no debootstrap to make it")
-    baseimage.ensure(engine, ref, tmp_path_factory.mktemp("base") / "base.log", Progress())
+    baseimage.ensure(engine.client, ref, tmp_path_factory.mktemp("base") / "base.log", Progress())
     return ref
 
 
@@ -142,7 +142,7 @@ def cpu_image(engine, base_image, tmp_path_factory) -> str:
     from harness.progress import Progress
 
     stack = next(s for s in matrix.load(matrix.DEFAULT_CPU_MATRIX).stacks if s.accelerate == "1.15.0")
-    built = images.build_all([stack], engine, images.BuildOptions(), tmp_path_factory.mktemp("cpu-image"),
+    built = images.build_all([stack], engine.client, images.BuildOptions(), tmp_path_factory.mktemp("cpu-image"),
                              Progress())[stack.id]
     assert built.ok, built.reason
     return built.tag

@@ -126,7 +126,7 @@ def test_dry_run_prints_pasteable_docker_lines_and_runs_nothing(engine, cpu_imag
     assert len(runs) == 4
     p2p = next(l for l in runs if "NCCL_P2P_DISABLE=1" in l and "torch.distributed.run" in l)
     assert cpu_image in p2p and "--ipc=host" in p2p
-    assert not (tmp_path / "dry").exists() and engine.leftovers() == []
+    assert not (tmp_path / "dry").exists() and engine.client.leftovers() == []
     # pasted as printed, the line runs the cell
     argv = shlex.split(next(l for l in runs if "accelerate.commands.launch" in l and "P2P" not in l))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)

@@ -79,7 +79,7 @@ def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_im
     assert code == 0
     assert all(v["tag"].startswith(f"{TEST_REPO}/") for v in first["images"].values())
     assert _statuses(first) == {"cpu-torch2.13.0-acc1.15.0": "built", "cpu-torch2.13.0-acc0.34.2": "built"}
-    ids = {k: engine.client.images.get(v["tag"]).id for k, v in first["images"].items()}
+    ids = {k: engine.client.image_id(v["tag"]) for k, v in first["images"].items()}
 
     code, second = _build(sel, results, "two")
     assert _statuses(second) == {"cpu-torch2.13.0-acc1.15.0": "cached", "cpu-torch2.13.0-acc0.34.2": "cached"}
@@ -90,11 +90,11 @@ def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_im
     (fake / "tiny-a.Dockerfile.j2").write_text(TINY.replace("MARKER", f"a, changed {token}"))
     code, third = _build(sel, results, "three")
     assert _statuses(third) == {"cpu-torch2.13.0-acc1.15.0": "built", "cpu-torch2.13.0-acc0.34.2": "cached"}
-    new_a = engine.client.images.get(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"])
-    assert new_a.id != ids["cpu-torch2.13.0-acc1.15.0"]
-    out = engine.run_once(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"], ["cat", "/marker"])
+    new_a = third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"]
+    assert engine.client.image_id(new_a) != ids["cpu-torch2.13.0-acc1.15.0"]
+    out = engine.client.run_once(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"], ["cat", "/marker"])
     assert out.output.strip() == f"a, changed {token}"
-    labels = new_a.labels
+    labels = engine.client.image_labels(new_a)
     assert labels[f"{LABEL}.stack"] == "cpu-torch2.13.0-acc1.15.0"
     assert labels[f"{LABEL}.accelerate"] == "1.15.0"
     assert labels[f"{LABEL}.content-hash"].startswith(third["images"]["cpu-torch2.13.0-acc1.15.0"]["tag"].split(":")[1])
@@ -129,7 +129,7 @@ def test_real_cpu_stack_builds_from_the_default_wheel_store_and_runs_python(engi
         "print(torch.__version__, accelerate.__version__, dist.is_gloo_available(),"
         " os.path.exists('/opt/harness/workload/run.py'))"
     )
-    out = engine.run_once(image["tag"], ["python", "-c", probe], timeout=120)
+    out = engine.client.run_once(image["tag"], ["python", "-c", probe], timeout=120)
     assert out.exit_code == 0, out.output
     assert out.output.split() == ["2.13.0+cpu", "1.15.0", "True", "True"]
 

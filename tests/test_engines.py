@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from docker.types import DeviceRequest, HostConfig, Ulimit
 
 from harness import launch, matrix
 from harness.engines.base import CellSpec
@@ -46,8 +47,13 @@ def test_sdk_settings_and_docker_run_line_are_the_same_container(gpus, shm_size)
         assert "--ipc=host" in flags and kwargs["ipc_mode"] == "host"
     if gpus:
         assert flags[flags.index("--gpus") + 1] == f'"device={",".join(gpus)}"'
-        assert kwargs["device_requests"][0]["DeviceIDs"] == list(gpus)
-        assert "memlock=-1:-1" in flags and kwargs["ulimits"][0]["Soft"] == -1
+        assert kwargs["device_requests"][0]["device_ids"] == list(gpus)
+        assert "memlock=-1:-1" in flags and kwargs["ulimits"][0]["soft"] == -1
+        # plain data, which the SDK turns into the very request and limit it would be given typed
+        host_config = HostConfig(version="1.44", device_requests=kwargs["device_requests"], ulimits=kwargs["ulimits"])
+        assert host_config == HostConfig(version="1.44", ulimits=[Ulimit(name="memlock", soft=-1, hard=-1)],
+                                         device_requests=[DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])])
+        assert host_config["DeviceRequests"][0]["DeviceIDs"] == list(gpus) and host_config["Ulimits"][0]["Soft"] == -1
     else:
         assert "--gpus" not in flags and "device_requests" not in kwargs
         assert "--ulimit" not in flags and "ulimits" not in kwargs
@@ -90,4 +96,4 @@ def test_doctor_looks_through_a_container_with_the_cells_settings(engine, base_i
     shm = next(l for l in done.stdout.splitlines() if "/dev/shm in a container" in l)
     assert "GiB (ipc=host)" in shm
     assert "memlock in a container" in done.stdout
-    assert engine.leftovers() == []
+    assert engine.client.leftovers() == []

@@ -322,14 +322,14 @@ def test_a_killed_harness_takes_its_container_with_it(engine, cpu_image, tmp_pat
                     str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", run_id)
     try:
         _wait_for(lambda: _in_phase(tmp_path / run_id, "init"), proc, "the cell's container did not start")
-        (name,) = engine.leftovers(f"{LABEL_RUN}={run_id}")
-        assert engine.labelled(f"{LABEL_RUN}={run_id}")[0][1][LABEL_OWNER].split("/")[2] == str(proc.pid)
+        (name,) = engine.client.leftovers(f"{LABEL_RUN}={run_id}")
+        assert engine.client.labelled(f"{LABEL_RUN}={run_id}")[0][1][LABEL_OWNER].split("/")[2] == str(proc.pid)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 15
-        while engine.leftovers(f"{LABEL_RUN}={run_id}") and time.monotonic() < deadline:
+        while engine.client.leftovers(f"{LABEL_RUN}={run_id}") and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert engine.leftovers(f"{LABEL_RUN}={run_id}") == [], f"{name} outlived its harness"
+        assert engine.client.leftovers(f"{LABEL_RUN}={run_id}") == [], f"{name} outlived its harness"
     finally:
         proc.kill()
     if sig == signal.SIGTERM:  # handled like Ctrl-C: the container is removed by the harness itself

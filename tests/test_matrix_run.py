@@ -112,10 +112,10 @@ def test_a_failure_is_not_retried(tmp_path):
 def test_ctrl_c_kills_the_running_container_and_keeps_the_results(engine, cpu_image, tmp_path):
     argv = [sys.executable, "-m", "invoke", "matrix", "--matrix", "matrix-cpu.yaml", "--only", CPU_STACK,
             "--wheelhouse", str(WHEELHOUSE), "--results", str(tmp_path), "--run-id", "int"]
-    code, output = interrupt_when(argv, lambda: bool(engine.leftovers(f"{LABEL_RUN}=int")), settle=2.0,
+    code, output = interrupt_when(argv, lambda: bool(engine.client.leftovers(f"{LABEL_RUN}=int")), settle=2.0,
                                   what="no cell container appeared")  # the SIGINT lands inside a cell
     assert code == 130, output[-2000:]
-    assert engine.leftovers(f"{LABEL_RUN}=int") == []
+    assert engine.client.leftovers(f"{LABEL_RUN}=int") == []
     records = _records(tmp_path / "int")
     assert [r["outcome"]["status"] for r in records.values()] == ["interrupted"]
     assert "results so far are kept" in output
@@ -130,7 +130,7 @@ def test_gpu_cell_on_an_engine_without_the_nvidia_runtime_is_infra_error(engine,
     result = outcome.classify(record.to_json())
     assert result.status == "infra-error"
     assert "cannot give containers GPUs" in result.reason and "NVIDIA Container Toolkit" in result.reason
-    assert engine.leftovers(f"{LABEL_RUN}=nogpu") == []
+    assert engine.client.leftovers(f"{LABEL_RUN}=nogpu") == []
 
 
 def test_a_variable_from_the_host_is_inherited_not_the_launchers_change(tmp_path, monkeypatch):

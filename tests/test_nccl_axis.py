@@ -32,12 +32,12 @@ def test_pinned_pip_nccl_replaces_the_one_torch_bundles(engine, base_image, test
         """))
     (stack,) = matrix.load(path).stacks
     assert stack.template == "cuda" and stack.nccl_via == "pip"
-    built = images.build_all([stack], engine, images.BuildOptions(), tmp_path / "builds",
+    built = images.build_all([stack], engine.client, images.BuildOptions(), tmp_path / "builds",
                              Progress())[stack.id]
     assert built.ok, built.reason
     out = tmp_path / "out"
     out.mkdir()
-    result = engine.run_once(built.tag, ["python", "/opt/harness/workload/run.py", "--out", "/out", "--device", "cpu",
+    result = engine.client.run_once(built.tag, ["python", "/opt/harness/workload/run.py", "--out", "/out", "--device", "cpu",
                                          "--skip-bandwidth"], timeout=300,
                              volumes={str(out): {"bind": "/out", "mode": "rw"}})
     assert result.exit_code == 0, result.output[-2000:]

@@ -482,7 +482,7 @@ def test_a_stopped_rank_in_a_docker_container_on_the_node_is_a_hang_and_no_conta
     stopped = [line.split() for line in record.forensics.processes.splitlines() if line.startswith(f"{node}: ")]
     assert [w for w in stopped if w[2] == "T" and "/opt/harness/workload/run.py" in w], record.forensics.processes
     assert "Thread" in record.forensics.stacks["0"]  # rank 0 answered SIGUSR1 in its container
-    assert record.leftovers == [] and engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
+    assert record.leftovers == [] and engine.client.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
     _no_jobs_of("docker-stop")
 
 

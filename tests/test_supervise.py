@@ -54,7 +54,7 @@ def _run(setup, tmp_path, name, extra=(), fault=None, launcher="accelerate", env
                                  on_start=callback.start if callback else (lambda running: None))
     assert record.leftovers == [], f"left behind: {record.leftovers}"
     if not isinstance(engine, HostEngine):
-        assert engine.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
+        assert engine.client.leftovers(f"{LABEL_RUN}={spec.run_id}") == []
     return record, outcome.classify(record.to_json())
 
 

@@ -27,7 +27,7 @@ def test_two_gloo_ranks_run_every_phase_in_a_container(engine, cpu_image, tmp_pa
     spec = launch.launch(cell, m, ranks=2)
     out = tmp_path / "out"
     out.mkdir()
-    result = engine.run_once(
+    result = engine.client.run_once(
         cpu_image,
         list(spec.argv),
         timeout=300,

@@ -1,6 +1,7 @@
 """Where ranks run: `docker` (one container per attempt, through the Docker SDK), `host` (the launcher
-as a subprocess of this Python) or `slurm` (one Slurm job per attempt, a launcher per node). Each is the only module that talks to its engine; base.py says what
-every engine offers, and `choose` picks one from the --engine flag."""
+as a subprocess of this Python) or `slurm` (one Slurm job per attempt, a launcher per node). base.py
+says what every engine offers (the whole of what callers use), dockerclient.py is the one module that
+talks to Docker (the build stage uses it too), and `choose` picks an engine from the --engine flag."""
 
 from __future__ import annotations
 

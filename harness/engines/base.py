@@ -1,22 +1,25 @@
-"""What every engine offers the pipeline and the supervisor: which cells it runs and on what images,
-the launch of a cell in the engine's own world (paths, ports), a pasteable equivalent, and one started
-cell as a handle that can be polled, signalled, inspected and killed. Engines never decide outcomes;
-everything that differs between engines lives behind this interface."""
+"""What every engine offers the pipeline and the supervisor, and nothing more: which cells it runs and
+whether their images are built (and by which Docker client), the launch of a cell in the engine's own
+world (paths, ports), a pasteable equivalent, how many cells run at once, and one started cell as a
+handle that can be polled, signalled, inspected and killed. Engines never decide outcomes; everything
+that differs between engines lives behind this interface, which every engine implements in full
+(tests/test_engine_interface.py); callers never ask which engine they hold."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..kinds import AttemptKind
 from ..launch import Launch
 
 if TYPE_CHECKING:
-    from ..images import BuildOptions, BuildResult
-    from ..matrix import Cell, Matrix, Stack
+    from ..matrix import Cell, Matrix
     from ..progress import Progress
+    from .dockerclient import DockerClient
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,26 @@ class Check:
     detail: str
     fix: str = ""
     blocking: bool = True
+
+
+class Stop:
+    """What an engine's interrupt() sets and its started cells' poll() checks: Ctrl-C for cells supervised
+    in worker threads (pipeline: --jobs on the slurm engine), where Python raises KeyboardInterrupt in
+    the main thread only. Once set, every poll raises it, in its own thread, where the supervisor
+    records `interrupted` and kills the cell; attempts started after it end the same way."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise KeyboardInterrupt
 
 
 class Running(Protocol):
@@ -84,9 +107,25 @@ class Running(Protocol):
 
 
 class Engine(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """docker, host, slurm: run.json's engine, the records' and the watchdog's."""
 
-    def facts(self) -> dict:
+    @property
+    def builds_images(self) -> bool:
+        """Whether the cells run in images the harness builds (then `builder` builds them)."""
+
+    @property
+    def builder(self) -> "DockerClient | None":
+        """The Docker client that builds the cells' images (connected on first use: InfraError when no
+        engine answers); None for an engine whose cells run on the nodes' own stack."""
+
+    @property
+    def client(self) -> "DockerClient | None":
+        """The Docker client this engine has connected already, if any: the reaper's sweep reuses it
+        instead of connecting again. Never connects."""
+
+    def facts(self) -> dict[str, Any]:
         """What run.json records about the engine (name, version, runtimes...)."""
 
     def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
@@ -103,9 +142,8 @@ class Engine(Protocol):
     def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
         """The cells this engine runs for a selection (the host engine: on its own stack)."""
 
-    def images(self, stacks: list["Stack"], options: "BuildOptions", log_dir: Path, progress: "Progress",
-               jobs: int = 1, dry_run: bool = False) -> dict[str, "BuildResult"]:
-        """The image of each stack, built when missing (dry_run: only named, as cached or to build)."""
+    def image_id(self, tag: str) -> str:
+        """The engine's id of a built image ("" for an engine without images)."""
 
     def inherited_env(self, image: str) -> dict[str, str]:
         """The NCCL_/TORCH_/CUDA_/ACCELERATE_ variables a cell starts with here (the host's environment,
@@ -119,5 +157,13 @@ class Engine(Protocol):
     def equivalent(self, spec: CellSpec) -> str:
         """A shell line that starts the same cell by hand, ready to paste."""
 
+    def concurrent_cells(self, jobs: int) -> int:
+        """How many cells may run at the same time for --jobs `jobs`: 1 where they share this machine's
+        GPUs (together they would measure each other); the slurm engine's `jobs`, each its own job."""
+
     def start(self, spec: CellSpec) -> AbstractContextManager[Running]:
         """Start the cell; leaving the context removes everything it started, on every path."""
+
+    def interrupt(self) -> None:
+        """End every attempt running now, and any started after, as Ctrl-C ends one (see Stop): for
+        cells supervised in worker threads."""

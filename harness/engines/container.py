@@ -1,13 +1,13 @@
 """A cell's container, declared once and pure: every setting NCCL needs in containers, as the SDK's
-arguments (engines/docker.py starts it) and as a `docker run` line (the dry run prints it; the doctor
-starts its probe container from the same declaration)."""
+arguments (engines/docker.py starts it through dockerclient.py) and as a `docker run` line (the dry run
+prints it; the doctor starts its probe container from the same declaration). Plain data only: the SDK
+builds its own DeviceRequest and Ulimit from the dicts given here."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-
-from docker.types import DeviceRequest, Ulimit
+from typing import Any
 
 from .. import launch as launch_mod
 from .base import CellSpec
@@ -46,9 +46,11 @@ class ContainerConfig:
         """NCCL pins host memory (IB, GPUDirect, proxies); gloo on CPU cells does not need it."""
         return bool(self.gpus)
 
-    def sdk_kwargs(self) -> dict:
-        """Keyword arguments of the SDK's containers.create (besides image, command, name, labels)."""
-        kwargs: dict = {
+    def sdk_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the SDK's containers.create (besides image, command, name, labels); device
+        requests and ulimits as the keyword arguments of the SDK's DeviceRequest and Ulimit, which it
+        builds from them (docker.types.HostConfig)."""
+        kwargs: dict[str, Any] = {
             "environment": dict(self.env),
             "volumes": {host: {"bind": inside, "mode": "rw"} for host, inside in self.mounts},
             "cap_add": list(self.cap_add),
@@ -59,10 +61,9 @@ class ContainerConfig:
         else:
             kwargs["ipc_mode"] = "host"
         if self.gpus:
-            kwargs["device_requests"] = [DeviceRequest(device_ids=list(self.gpus),
-                                                       capabilities=[list(self.gpu_capabilities)])]
+            kwargs["device_requests"] = [{"device_ids": list(self.gpus), "capabilities": [list(self.gpu_capabilities)]}]
         if self.memlock_unlimited:
-            kwargs["ulimits"] = [Ulimit(name="memlock", soft=-1, hard=-1)]
+            kwargs["ulimits"] = [{"name": "memlock", "soft": -1, "hard": -1}]
         return kwargs
 
     def docker_run(self) -> str:

@@ -1,237 +1,64 @@
-"""The one place that talks to the Docker engine (through the Docker SDK for Python). Everything it
-creates carries the harness label, so leftovers can always be found and removed."""
+"""The docker engine: one container per attempt of a cell, started through this host's Docker engine
+(dockerclient.py makes every SDK call), with the settings NCCL needs in containers (container.py)."""
 
 from __future__ import annotations
 
-import re
 import shutil
-import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
-
-import docker
-import docker.errors
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .. import launch as launch_mod
-from .. import owner, proc
+from .. import proc
 from ..baseimage import LOCAL_BASES
-from ..errors import BuildFailed, InfraError
+from ..errors import InfraError
 from ..workload.fingerprint import relevant_env
-from .base import CellSpec, Check
+from .base import CellSpec, Check, Stop
 from .container import ContainerConfig, container_config
+from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN, Container, DockerClient, DockerFailure
 
 if TYPE_CHECKING:
     from ..matrix import Cell, Matrix
     from ..progress import Progress
 
-LABEL = "io.nccl-harness"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-LABEL_RUN = f"{LABEL}.run"
-LABEL_CELL = f"{LABEL}.cell"
-LABEL_OWNER = f"{LABEL}.owner"  # the harness that started the container (owner.Owner.marker)
+__all__ = ["DockerEngine", "DockerRunning", "NVIDIA_HINT", "image_env", "LABEL", "LABEL_CELL", "LABEL_OWNER", "LABEL_RUN"]
 
-
-def _owned(labels: dict[str, str]) -> dict[str, str]:
-    """A container's labels with the harness's own, the owner included, and the watchdog that removes it
-    if this harness dies before it does (started here, before the container exists)."""
-    owner.watch_over(DockerEngine.name)
-    return {LABEL: "cell", **labels, LABEL_OWNER: owner.current().marker}
-
-
-@dataclass(frozen=True)
-class RunResult:
-    exit_code: int | None
-    output: str
-    timed_out: bool
+NVIDIA_HINT = (
+    "Fix: install the NVIDIA Container Toolkit and configure Docker for it "
+    "(nvidia-ctk runtime configure --runtime=docker, then restart dockerd), or run with --engine host."
+)
 
 
 class DockerEngine:
+    """Runs each attempt in a container of the cell's image, on this host's Docker engine."""
+
     name = "docker"
-
-    def __init__(self, client: docker.DockerClient) -> None:
-        self.client = client
-
-    @classmethod
-    def connect(cls, timeout: float = 10) -> "DockerEngine":
-        """Connect or raise InfraError with the way out."""
-        try:
-            client = docker.from_env(timeout=timeout)
-            client.ping()
-        except docker.errors.DockerException as exc:
-            raise InfraError(
-                f"the Docker engine is not reachable ({_short(exc)}). Fix: start it (on Debian as root: "
-                "scripts/setup.sh installs docker.io and starts dockerd), or set DOCKER_HOST to a running engine."
-            ) from None
-        return cls(client)
-
-    def version(self) -> dict:
-        return self.client.version()
-
-    def image_exists(self, ref: str) -> bool:
-        try:
-            self.client.images.get(ref)
-            return True
-        except docker.errors.ImageNotFound:
-            return False
-
-    def image_labels(self, ref: str) -> dict[str, str]:
-        return self.client.images.get(ref).labels or {}
-
-    def remove_image(self, ref: str) -> None:
-        try:
-            self.client.images.remove(ref, force=True)
-        except docker.errors.ImageNotFound:
-            pass
-
-    def build(
-        self,
-        context: Path,
-        tag: str,
-        *,
-        labels: dict[str, str],
-        buildargs: dict[str, str],
-        log: Path,
-        on_line: Callable[[str], None] = lambda _: None,
-        timeout: float = 3600,
-        nocache: bool = False,
-    ) -> str:
-        """Build `context` into `tag`, streaming the engine's log to `log`; returns the image id."""
-        image_id = None
-        last: list[str] = []
-        with open(log, "a") as sink:
-            try:
-                stream = self.client.api.build(
-                    path=str(context),
-                    tag=tag,
-                    labels={LABEL: "image", **labels},
-                    buildargs=buildargs,
-                    rm=True,
-                    forcerm=True,
-                    decode=True,
-                    timeout=timeout,
-                    pull=False,
-                    nocache=nocache,
-                )
-                for chunk in stream:
-                    if "stream" in chunk:
-                        text = chunk["stream"]
-                        sink.write(text)
-                        sink.flush()
-                        for line in text.splitlines():
-                            if line.strip():
-                                last = (last + [line])[-20:]
-                                if line.startswith("Step "):
-                                    on_line(line.strip())
-                    if "error" in chunk:
-                        sink.write(f"\nERROR: {chunk['error']}\n")
-                        raise BuildFailed(_key_line(chunk["error"], last))
-                    if "aux" in chunk and "ID" in chunk["aux"]:
-                        image_id = chunk["aux"]["ID"]
-            except docker.errors.APIError as exc:
-                sink.write(f"\nERROR: {exc}\n")
-                raise BuildFailed(_short(exc)) from None
-            except docker.errors.DockerException as exc:
-                sink.write(f"\nERROR: {exc}\n")
-                raise BuildFailed(_short(exc)) from None
-        if not self.image_exists(tag):
-            raise BuildFailed("the engine finished without producing the image")
-        return image_id or self.client.images.get(tag).id
-
-    def import_rootfs(self, tarball: Path, ref: str, labels: dict[str, str]) -> None:
-        repo, _, tag = ref.partition(":")
-        changes = [f'LABEL {k}="{v}"' for k, v in {LABEL: "base", **labels}.items()]
-        self.client.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
-        if not self.image_exists(ref):
-            raise InfraError(f"importing {tarball} as {ref} produced no image. Fix: see the engine's log; is the disk full?")
-
-    @contextmanager
-    def container(self, image: str, command: list[str], *, labels: dict[str, str], name: str | None = None,
-                  **kwargs) -> Iterator["docker.models.containers.Container"]:
-        """A named, labelled container that is removed on every path out, Ctrl-C included."""
-        name = name or f"nccl-harness-{uuid.uuid4().hex[:12]}"
-        container = self.client.containers.create(image, command, name=name, labels=_owned(labels), **kwargs)
-        try:
-            yield container
-        finally:
-            self.remove_container(name)
-
-    def remove_for_sure(self, name: str) -> None:
-        """Remove a container even while the user keeps pressing Ctrl-C: a second Ctrl-C stops the
-        harness at once, but never before its container is gone."""
-        while True:
-            try:
-                self.remove_container(name)
-                return
-            except KeyboardInterrupt:
-                continue
-
-    def remove_container(self, name: str) -> None:
-        try:
-            self.client.api.remove_container(name, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-
-    def run_once(self, image: str, command: list[str], *, timeout: float = 120, labels: dict[str, str] | None = None,
-                 **kwargs) -> RunResult:
-        """Run a short command to completion (or the timeout) and return its exit code and output."""
-        with self.container(image, command, labels=labels or {}, **kwargs) as container:
-            container.start()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                container.reload()
-                if container.status == "exited":
-                    code = container.attrs["State"]["ExitCode"]
-                    return RunResult(code, container.logs().decode(errors="replace"), False)
-                time.sleep(0.2)
-            container.kill()
-            return RunResult(None, container.logs().decode(errors="replace"), True)
-
-    @contextmanager
-    def start(self, spec: "CellSpec") -> Iterator[DockerRunning]:
-        """Start the cell's container with what NCCL needs in containers; removed on every path out."""
-        config = container_config(spec)
-        spec.out_dir.mkdir(parents=True, exist_ok=True)
-        name = f"nccl-harness-{spec.run_id}-{uuid.uuid4().hex[:8]}"
-        labels = {LABEL_RUN: spec.run_id, LABEL_CELL: spec.cell_id, f"{LABEL}.attempt": str(spec.attempt)}
-        try:
-            container = self.client.containers.create(
-                config.image, list(config.command), name=name, labels=_owned(labels), **config.sdk_kwargs()
-            )
-            container.start()
-        except docker.errors.APIError as exc:
-            self.remove_container(name)
-            text = _short(exc)
-            if spec.gpus and ("could not select device driver" in text or "nvidia" in text.lower()):
-                raise InfraError(f"this Docker engine cannot give containers GPUs ({text}). {NVIDIA_HINT}") from None
-            if "rlimit" in text:
-                raise InfraError(
-                    f"the engine may not grant the container unlimited memlock, which NCCL needs ({text}). "
-                    "Fix: raise dockerd's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)."
-                ) from None
-            raise InfraError(f"the engine could not start the cell's container ({text}).") from None
-        try:
-            yield DockerRunning(self, container)
-        finally:
-            self.remove_for_sure(name)
-
-    # ------------------------------------------------------------ the engine interface (engines/base.py)
     builds_images = True
 
-    @property
-    def builder(self) -> "DockerEngine":
-        """The engine that builds the cells' images (the slurm engine's with a container node runtime too)."""
-        return self
+    def __init__(self, client: DockerClient) -> None:
+        self.client = client
+        self._stop = Stop()
 
-    def facts(self) -> dict:
-        try:
-            version, details = self.client.version(), self.client.info()
-        except docker.errors.DockerException:
-            return {"name": self.name}
-        return {"name": self.name, "version": version.get("Version"), "api": version.get("ApiVersion"),
-                "runtimes": sorted(details.get("Runtimes", {}))}
+    @classmethod
+    def connect(cls, timeout: int = 10) -> "DockerEngine":
+        """Connect or raise InfraError with the way out."""
+        return cls(DockerClient.connect(timeout=timeout))
+
+    @property
+    def builder(self) -> DockerClient:
+        """The client that builds the cells' images: this engine's own."""
+        return self.client
+
+    def concurrent_cells(self, jobs: int) -> int:
+        return 1  # the cells share this machine's GPUs: together they would measure each other
+
+    def interrupt(self) -> None:
+        self._stop.set()
+
+    def facts(self) -> dict[str, Any]:
+        found = self.client.facts()
+        return {"name": self.name} if found is None else {"name": self.name, **found}
 
     def check_results(self, run: Path, progress: "Progress") -> None:
         return None  # the containers run on this machine, the run folder mounted into them
@@ -247,18 +74,10 @@ class DockerEngine:
         return selected
 
     def image_id(self, tag: str) -> str:
-        return self.client.images.get(tag).id
+        return self.client.image_id(tag)
 
     def inherited_env(self, image: str) -> dict[str, str]:
-        """The image's own ENV (NCCL_VERSION, CUDA_VERSION, a base image's NCCL_* settings...); {} before
-        there is an image."""
-        if not image:
-            return {}
-        try:
-            pairs = self.client.images.get(image).attrs.get("Config", {}).get("Env") or []
-        except docker.errors.DockerException:
-            return {}
-        return relevant_env(dict(p.split("=", 1) for p in pairs if "=" in p))
+        return image_env(self.client, image)
 
     def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
@@ -271,6 +90,32 @@ class DockerEngine:
     def equivalent(self, spec: CellSpec) -> str:
         return container_config(spec).docker_run()
 
+    @contextmanager
+    def start(self, spec: CellSpec) -> Iterator["DockerRunning"]:
+        """Start the cell's container with what NCCL needs in containers; removed on every path out."""
+        config = container_config(spec)
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        name = f"nccl-harness-{spec.run_id}-{uuid.uuid4().hex[:8]}"
+        labels = {LABEL_RUN: spec.run_id, LABEL_CELL: spec.cell_id, f"{LABEL}.attempt": str(spec.attempt)}
+        try:
+            container = self.client.start_container(config.image, list(config.command), name=name, labels=labels,
+                                                    **config.sdk_kwargs())
+        except DockerFailure as exc:
+            text = str(exc)
+            if spec.gpus and ("could not select device driver" in text or "nvidia" in text.lower()):
+                raise InfraError(f"this Docker engine cannot give containers GPUs ({text}). {NVIDIA_HINT}") from None
+            if "rlimit" in text:
+                raise InfraError(
+                    f"the engine may not grant the container unlimited memlock, which NCCL needs ({text}). "
+                    "Fix: raise dockerd's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)."
+                ) from None
+            raise InfraError(f"the engine could not start the cell's container ({text}).") from None
+        try:
+            yield DockerRunning(self.client, container, self._stop)
+        finally:
+            self.client.remove_for_sure(name)
+
+    # ------------------------------------------------------------------------------- invoke doctor
     def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
         version, info = self.client.version(), self.client.info()
         runtimes = sorted(info.get("Runtimes", {}))
@@ -286,7 +131,7 @@ class DockerEngine:
         ]
         return checks + self._container_view(gpus)
 
-    def disk_check(self, info: dict | None = None) -> Check:
+    def disk_check(self, info: dict[str, Any] | None = None) -> Check:
         root = (info or self.client.info()).get("DockerRootDir", "/var/lib/docker")
         try:
             free = shutil.disk_usage(root).free
@@ -299,7 +144,7 @@ class DockerEngine:
     def _container_view(self, gpus: tuple[str, ...]) -> list[Check]:
         """/dev/shm and memlock (and GPUs) as a cell's container sees them, from a probe container with
         the cell's own settings (container_config)."""
-        image = next((ref for ref in LOCAL_BASES if self.image_exists(ref)), None)
+        image = next((ref for ref in LOCAL_BASES if self.client.image_exists(ref)), None)
         if image is None:
             return [Check("container view", False, "no local image to start a test container from",
                           "run `invoke base-image` (or scripts/setup.sh)", blocking=False)]
@@ -307,8 +152,8 @@ class DockerEngine:
         # nvidia-smi needs the utility capability besides the cells' compute one
         probe = ContainerConfig(image, ("sh", "-c", script), gpus=gpus, gpu_capabilities=("gpu", "utility"))
         try:
-            result = self.run_once(probe.image, list(probe.command), timeout=60,
-                                   labels={f"{LABEL}.doctor": "1"}, **probe.sdk_kwargs())
+            result = self.client.run_once(probe.image, list(probe.command), timeout=60,
+                                          labels={f"{LABEL}.doctor": "1"}, **probe.sdk_kwargs())
         except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
             return [Check("test container", False, str(exc)[:300],
                           "for GPUs: install the NVIDIA Container Toolkit and restart dockerd" if gpus else "check the engine")]
@@ -330,48 +175,24 @@ class DockerEngine:
                                 "install the NVIDIA Container Toolkit (nvidia-ctk runtime configure --runtime=docker)"))
         return checks
 
-    def remove_built_images(self) -> int:
-        """Remove every image the harness built (not the base images); returns how many."""
-        built = self.client.images.list(filters={"label": f"{LABEL}.stack"})
-        for image in built:
-            self.remove_image(image.id)
-        return len(built)
 
-    def leftovers(self, label_filter: str = f"{LABEL}=cell") -> list[str]:
-        """Names of the harness's cell containers (running or not), or of those `label_filter` selects.
-        Cells only by default: containers inherit their image's labels, so the two-node Slurm's containers
-        (scripts/slurm-cluster.sh, built on the base image: io.nccl-harness=base) matched the bare key
-        and read as cells a test had left behind."""
-        return [name for name, _ in self.labelled(label_filter)]
-
-    def labelled(self, label_filter: str = LABEL) -> list[tuple[str, dict[str, str]]]:
-        """(name, labels) of every container (running or not) that carries the harness label, from one
-        list call: the SDK's containers.list() inspects each one after listing, and a container removed
-        in between (another harness's cell ending) was a NotFound traceback in `invoke list` (seen in CI)."""
-        return [((c.get("Names") or ["/" + c["Id"][:12]])[0].lstrip("/"), c.get("Labels") or {})
-                for c in self.client.api.containers(all=True, filters={"label": label_filter})]
-
-
-NVIDIA_HINT = (
-    "Fix: install the NVIDIA Container Toolkit and configure Docker for it "
-    "(nvidia-ctk runtime configure --runtime=docker, then restart dockerd), or run with --engine host."
-)
+def image_env(client: DockerClient, image: str) -> dict[str, str]:
+    """The image's own ENV that a cell starts with (NCCL_VERSION, CUDA_VERSION, a base image's NCCL_*
+    settings...), secrets masked; {} before there is an image. The docker engine's, and the slurm
+    engine's with a node runtime."""
+    return relevant_env(client.image_env(image)) if image else {}
 
 
 class DockerRunning:
     """A started cell container; every call is safe after the container has gone."""
 
-    def __init__(self, engine: "DockerEngine", container) -> None:
-        self.engine, self.container = engine, container
+    def __init__(self, client: DockerClient, container: Container, stop: Stop | None = None) -> None:
+        self.client, self.container = client, container
+        self.stop = stop or Stop()
 
     def poll(self) -> int | None:
-        try:
-            self.container.reload()
-        except docker.errors.NotFound:
-            return -1
-        if self.container.status in ("exited", "dead"):
-            return int(self.container.attrs["State"]["ExitCode"])
-        return None
+        self.stop.check()  # DockerEngine.interrupt: the supervisor takes it as Ctrl-C
+        return self.container.exit_code()
 
     def signal(self, pid: int, signame: str) -> None:
         # The pid is the rank's own (container namespace); dash's builtin kill needs no procps.
@@ -380,7 +201,7 @@ class DockerRunning:
     def native_dump(self, pid: int) -> str:
         try:
             code, output = self.container.exec_run(["py-spy", "dump", "--nonblocking", "--pid", str(int(pid))])
-        except docker.errors.APIError:
+        except DockerFailure:
             return ""
         if code in (126, 127) or b"executable file not found" in output:
             return ""  # the image has no py-spy
@@ -389,8 +210,8 @@ class DockerRunning:
     def process_list(self) -> str:
         try:
             top = self.container.top(ps_args="-o pid,stat,etime,args")
-        except docker.errors.APIError as exc:
-            return f"(docker top failed: {_short(exc)})"
+        except DockerFailure as exc:
+            return f"(docker top failed: {exc})"
         return "\n".join(" ".join(row) for row in [top.get("Titles", [])] + top.get("Processes", []))
 
     def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
@@ -404,7 +225,7 @@ class DockerRunning:
         for rank, pid in pids.items():
             try:
                 code, output = self.container.exec_run(["cat", f"/proc/{int(pid)}/stat"])
-            except docker.errors.APIError:
+            except DockerFailure:
                 return set()
             text = output.decode(errors="replace")
             if code != 0:
@@ -416,38 +237,24 @@ class DockerRunning:
 
     def output_tail(self, lines: int = 80) -> str:
         try:
-            return self.container.logs(tail=lines).decode(errors="replace")
-        except docker.errors.APIError:
+            return self.container.logs(tail=lines)
+        except DockerFailure:
             return ""
 
     def limit_cpus(self, cpus: float) -> None:
         """Cap the running container's CPU time (docker update --cpus): a real slowdown, for tests and
         benchmarks that must tell a real drop from noise."""
-        self.container.update(cpu_period=100_000, cpu_quota=int(cpus * 100_000))
+        self.container.cpu_quota(int(cpus * 100_000))
 
     def lift_cpu_limit(self) -> None:
         """Undo limit_cpus (a quota of -1 is no quota)."""
-        self.container.update(cpu_period=100_000, cpu_quota=-1)
+        self.container.cpu_quota(-1)
 
     def kill(self) -> None:
         try:
             self.container.kill()
-        except docker.errors.APIError:
+        except DockerFailure:
             pass
 
     def leftovers(self) -> list[str]:
-        return self.engine.leftovers(f"{LABEL_CELL}={self.container.labels.get(LABEL_CELL, '')}")
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc).strip().replace("\n", " ")
-    return text if len(text) < 300 else text[:300] + "..."
-
-
-def _key_line(error: str, last: list[str]) -> str:
-    """The engine's error plus the most telling line of the failed step's output."""
-    telling = [l for l in last if any(w in l for w in ("ERROR", "Error", "error:", "No matching", "Could not"))]
-    detail = telling[-1].strip() if telling else ""
-    error = _ANSI.sub("", error.strip())
-    detail = _ANSI.sub("", detail)
-    return f"{error} ({detail})" if detail and detail not in error else error
+        return self.client.leftovers(f"{LABEL_CELL}={self.container.labels.get(LABEL_CELL, '')}")

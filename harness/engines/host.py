@@ -15,7 +15,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .. import CACHE_DIR, WORKLOAD_DIR
 from .. import launch as launch_mod
@@ -24,7 +24,7 @@ from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
-from .base import CellSpec, Check
+from .base import CellSpec, Check, Stop
 
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
@@ -92,12 +92,16 @@ def kill_all(find: Callable[[], list[Marked]], deadline_s: float = 10.0,
         time.sleep(0.05)
 
 
-class Tagged:
+class CellProcesses:
     """The processes of one started cell on this machine, found by the token in their environment: what
-    every engine that starts ranks here offers the supervisor besides poll and kill."""
+    every engine whose ranks (some of them) run here offers the supervisor besides poll and kill, held by
+    its Running (HostRunning; SlurmRunning for the ranks on this machine)."""
 
     def __init__(self, log: Path, token: str) -> None:
         self.log, self.token = log, token
+
+    def members(self) -> list[Marked]:
+        return tagged(self.token)
 
     def signal(self, pid: int, signame: str) -> None:
         if pid in {p.pid for p in tagged(self.token)}:
@@ -112,9 +116,6 @@ class Tagged:
     def process_list(self) -> str:
         return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in tagged(self.token))
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
-        return None  # every rank is on this machine: signal() and native_dump() reach it
-
     def gone(self, pids: dict[int, int]) -> set[int]:
         live = {p.pid for p in tagged(self.token)}  # tagged() leaves zombies out
         return {rank for rank, pid in pids.items() if pid not in live}
@@ -128,27 +129,57 @@ class Tagged:
     def leftovers(self) -> list[str]:
         return [p.describe() for p in tagged(self.token)]
 
-    def kill(self) -> None:
-        raise NotImplementedError
-
-    def kill_surely(self) -> None:
-        """kill(), even while the user keeps pressing Ctrl-C: a second Ctrl-C stops the harness at once,
-        but never before the ranks are dead."""
-        while True:
-            try:
-                self.kill()
-                return
-            except KeyboardInterrupt:
-                continue
+    def kill(self, also: Callable[[], None] = lambda: None) -> None:
+        """SIGKILL every tagged process (and run `also`) until none is left (kill_all)."""
+        kill_all(lambda: tagged(self.token), also=also)
 
 
-class HostRunning(Tagged):
-    def __init__(self, popen: subprocess.Popen, log: Path, token: str) -> None:
-        super().__init__(log, token)
-        self.popen = popen
+def kill_surely(kill: Callable[[], None]) -> None:
+    """kill(), even while the user keeps pressing Ctrl-C: a second Ctrl-C stops the harness at once, but
+    never before the ranks are dead."""
+    while True:
+        try:
+            kill()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+class HostRunning:
+    """The launcher started as a subprocess here, in a process group of its own, and its ranks."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log: Path, token: str, stop: Stop | None = None) -> None:
+        self.popen, self.processes = popen, CellProcesses(log, token)
+        self.stop = stop or Stop()
+
+    @property
+    def token(self) -> str:
+        return self.processes.token
 
     def poll(self) -> int | None:
+        self.stop.check()  # HostEngine.interrupt: the supervisor takes it as Ctrl-C
         return self.popen.poll()
+
+    def signal(self, pid: int, signame: str) -> None:
+        self.processes.signal(pid, signame)
+
+    def native_dump(self, pid: int) -> str:
+        return self.processes.native_dump(pid)
+
+    def process_list(self) -> str:
+        return self.processes.process_list()
+
+    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+        return None  # every rank is on this machine: signal() and native_dump() reach it
+
+    def gone(self, pids: dict[int, int]) -> set[int]:
+        return self.processes.gone(pids)
+
+    def output_tail(self, lines: int = 80) -> str:
+        return self.processes.output_tail(lines)
+
+    def leftovers(self) -> list[str]:
+        return self.processes.leftovers()
 
     def kill(self) -> None:
         """SIGKILL the launcher's group and every tagged process, until none is left (10 s at most)."""
@@ -165,7 +196,7 @@ class HostRunning(Tagged):
                     pass
 
         launcher()
-        kill_all(lambda: tagged(self.token), also=launcher)
+        self.processes.kill(also=launcher)
 
 
 def host_stack(python: str = sys.executable) -> Stack:
@@ -185,6 +216,15 @@ def host_stack(python: str = sys.executable) -> Stack:
     torch_version = facts["torch"].split("+")[0]
     return Stack(cuda=facts["cuda"], torch=torch_version, accelerate=facts["accelerate"], base="host",
                  python=facts["python"], torch_index="", template="host")
+
+
+def own_stack_cells(python: str, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
+    """The selected variants and launchers, on the stack installed in `python` (the host engine's, and
+    the slurm engine's on the nodes' own stack)."""
+    stack = host_stack(python)
+    progress.say(f"Host stack: {stack.id} (python {stack.python})")
+    return [c for c in host_cells(m, stack)
+            if any(c.variant == s.variant and c.launcher == s.launcher for s in selected)]
 
 
 def host_cells(m: Matrix, stack: Stack) -> list[Cell]:
@@ -243,11 +283,22 @@ class HostEngine:
 
     name = "host"
     builds_images = False
+    builder = None  # no images: the cells run on this Python's stack
+    client = None  # and no Docker client is connected
     python = sys.executable
     workload = str(WORKLOAD_DIR / "run.py")
     control = str(WORKLOAD_DIR / "control.py")
 
-    def facts(self) -> dict:
+    def __init__(self) -> None:
+        self._stop = Stop()
+
+    def concurrent_cells(self, jobs: int) -> int:
+        return 1  # the cells share this machine's GPUs: together they would measure each other
+
+    def interrupt(self) -> None:
+        self._stop.set()
+
+    def facts(self) -> dict[str, Any]:
         return {"name": self.name, "python": self.python, "flags": ["--engine", "host"]}
 
     def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
@@ -265,10 +316,7 @@ class HostEngine:
 
     def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
         """The selected variants and launchers, on the stack installed in this Python."""
-        stack = host_stack(self.python)
-        progress.say(f"Host stack: {stack.id} (python {stack.python})")
-        return [c for c in host_cells(m, stack)
-                if any(c.variant == s.variant and c.launcher == s.launcher for s in selected)]
+        return own_stack_cells(self.python, m, selected, progress)
 
     def image_id(self, tag: str) -> str:
         return ""
@@ -294,8 +342,9 @@ class HostEngine:
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) takes the cell with it
         log = spec.out_dir / "launcher.log"
-        running = HostRunning(proc.spawn(list(spec.launch.argv), env=cell_env(spec, token), log=log), log, token)
+        running = HostRunning(proc.spawn(list(spec.launch.argv), env=cell_env(spec, token), log=log), log, token,
+                              self._stop)
         try:
             yield running
         finally:
-            running.kill_surely()
+            kill_surely(running.kill)

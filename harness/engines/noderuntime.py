@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from .. import launch as launch_mod
 from .base import CellSpec
 from .container import WORKDIR, container_config
-from .docker import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
+from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
 
 RUNTIMES = ("host", "docker", "podman", "pyxis")
 CONTAINED = ("docker", "podman")  # started by an engine on the node, removed by its labels
@@ -32,7 +32,7 @@ class NodeStep:
 
 
 def labels(spec: CellSpec, owner_marker: str) -> tuple[tuple[str, str], ...]:
-    """A node container's labels: the docker engine's (its cleanup and the reaper's sweep find it)."""
+    """A node container's labels: the Docker client's (the docker engine's cleanup and the reaper's sweep find it)."""
     return ((LABEL, "cell"), (LABEL_RUN, spec.run_id), (LABEL_CELL, spec.cell_id),
             (f"{LABEL}.attempt", str(spec.attempt)), (LABEL_OWNER, owner_marker))
 

@@ -5,8 +5,8 @@ the host engine does. The ranks write their events into the attempt's folder, wh
 (shared storage; on one machine it trivially is), and the supervisor follows them unchanged.
 
 The job's state comes from `scontrol show job` (accounting storage, and so `sacct`, is often not
-configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it. Jobs
-are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
+configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it
+(slurmjob.py: the job from this host, and its Running handle). Jobs are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
 watchdog and the sweep (harness/reaper.py) cancel the jobs of a harness that died.
 With --node-runtime docker|podman|pyxis the ranks run in the cell's image on each node (noderuntime.py);
 forensics of a hung cell are taken on every node by collector.py through `srun --jobid=J --overlap`.
@@ -19,39 +19,37 @@ import os
 import re
 import shlex
 import shutil
-import threading
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .. import launch as launch_mod
 from .. import owner, proc, results
 from ..errors import HarnessError, InfraError, closest
 from ..matrix import Cell, Matrix
 from ..progress import Progress
-from .base import CellSpec, Check
-from .docker import DockerEngine
-from .host import TOKEN_VAR, HostEngine, Tagged, cell_env, env_line, kill_all, tagged
+from ..workload.fingerprint import relevant_env
+from .base import CellSpec, Check, Stop
+from .docker import image_env
+from .dockerclient import DockerClient
+from .host import TOKEN_VAR, HostEngine, cell_env, env_line, kill_surely, own_stack_cells
 from .noderuntime import CONTAINED, RUNTIMES, NodeStep, node_step, remove_line
+from .slurmjob import (CANCEL_WAIT_S, COLLECT_S, COLLECTOR, ENDED, FIX, JOB_PREFIX, NEVER_STARTS, PENDING_LIMIT_S,
+                       STATE_POLL_S, SlurmRunning, batch_script, cancel, exit_code, job_name, parse_job, queued,
+                       started)
 
-FIX = "Fix: install slurm-wlm (a cluster's login node has it), or run scripts/slurm-local.sh for a one-node Slurm here."
-JOB_PREFIX = "nccl-harness-"
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-         "OUT_OF_MEMORY"}  # JOB STATE CODES, squeue(1); COMPLETING is not ended: processes may still run
-# Pending reasons that mean the job cannot start as asked (squeue(1), JOB REASON CODES); any other
-# (Resources, Priority...) is waited for, PENDING_LIMIT_S at most. Seen here: --nodes 2 on the one-node
-# Slurm of scripts/slurm-local.sh is accepted by sbatch and pends with PartitionNodeLimit forever, which
-# the supervisor called a hang in startup before the job waited for its ranks to start.
-NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "PartitionInactive", "ReqNodeNotAvail",
-                "BadConstraints", "InvalidAccount", "InvalidQOS", "NodeDown", "DependencyNeverSatisfied",
-                "JobHeldAdmin", "JobHeldUser", "AssocMax", "AssocGrp", "QOSMax", "QOSGrp")
-PENDING_LIMIT_S = 900.0
-STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
-CANCEL_WAIT_S = 60.0
+__all__ = ["SlurmEngine", "SlurmOptions", "Probe", "runtime_answer", "RUNTIME_PROBE", "PROBE_S",
+           # the job's own (slurmjob.py), named here too: reaper.py and the tests reach them as slurm.X
+           "CANCEL_WAIT_S", "COLLECT_S", "COLLECTOR", "ENDED", "FIX", "JOB_PREFIX", "NEVER_STARTS", "PENDING_LIMIT_S",
+           "STATE_POLL_S", "SlurmRunning", "batch_script", "cancel", "exit_code", "job_name", "parse_job", "queued",
+           "started"]
+
 PROBE_S = 120.0  # the shared-folder probe: one `echo` per node, once it runs
+
+
 
 
 @dataclass(frozen=True)
@@ -165,213 +163,25 @@ class SlurmOptions:
         return args + list(self.extra)
 
 
-def job_name(run_id: str, cell_id: str) -> str:
-    return f"{JOB_PREFIX}{run_id}-{cell_id}"
-
-
-def batch_script(step: launch_mod.Launch | NodeStep) -> str:
-    """The job's script: the rendezvous address (the allocation's first node) and a port of this job,
-    then one launcher per node through srun (in the node runtime's container, when it has one); the
-    launcher's exit code is the job's."""
-    if isinstance(step, launch_mod.Launch):
-        step = NodeStep((), step.argv)
-    return "\n".join([
-        "#!/bin/bash",
-        "# written by nccl-harness (harness/engines/slurm.py): one launcher per node",
-        'HARNESS_RDZV_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "HARNESS_RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))  # two jobs on one node meet on two ports",
-        "export HARNESS_RDZV_ADDR HARNESS_RDZV_PORT",
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 {''.join(shlex.quote(f) + ' ' for f in step.srun_flags)}"
-        f"bash -c {shlex.quote('exec ' + launch_mod.shell_line(step.words))}",
-        "",
-    ])
-
-
-def parse_job(text: str) -> dict[str, str]:
-    """`scontrol show job -o ID`'s one line as KEY=VALUE pairs (values without spaces are all we read)."""
-    return dict(word.split("=", 1) for word in text.split() if "=" in word)
-
-
-def exit_code(job: dict[str, str]) -> int:
-    """The batch script's exit code from ExitCode=CODE:SIGNAL; a signal is -SIGNAL as Popen says it; a job
-    that ended without running (cancelled while pending) is 1 when Slurm says 0."""
-    code, _, sig = job.get("ExitCode", "1:0").partition(":")
-    if sig.isdigit() and int(sig):
-        return -int(sig)
-    value = int(code) if code.isdigit() else 1
-    return value if value or job.get("JobState") == "COMPLETED" else 1
-
-
-def _scontrol_job(job_id: str) -> dict[str, str] | None:
-    """The job as the controller knows it; None once it is forgotten (MinJobAge after its end)."""
-    result = proc.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
-    if result.returncode != 0:
-        if "Invalid job id" in result.output:
-            return None
-        proc.check(result, "scontrol show job", FIX)
-    return parse_job(result.output)
-
-
-def queued(timeout: float = 30) -> list[tuple[str, str, str, str]]:
-    """The harness's jobs Slurm still lists: (id, name, state, comment); [] without squeue or an answer."""
-    if proc.which("squeue") is None:
-        return []
-    result = proc.run(["squeue", "-h", "-o", "%i|%j|%T|%k"], timeout=timeout)
-    if result.returncode != 0:
-        return []
-    jobs = [tuple((line.split("|", 3) + ["", "", ""])[:4]) for line in result.output.splitlines() if line.strip()]
-    return [j for j in jobs if j[1].startswith(JOB_PREFIX)]  # type: ignore[misc]
-
-
-def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
-    """scancel the jobs, then wait until squeue lists none of them; returns those still listed."""
-    if not job_ids:
-        return []
-    proc.run(["scancel", *job_ids], timeout=30)
-    deadline = time.monotonic() + deadline_s
-    while True:
-        left = [j[0] for j in queued() if j[0] in job_ids]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.5)
-
-
-COLLECTOR = Path(__file__).with_name("collector.py")
-COLLECT_S = 60.0  # the collector's srun: py-spy takes 20 s at most per rank
-
-
-class SlurmRunning(Tagged):
-    """A submitted job; its ranks on this machine are found by their token (Slurm exports the
-    submission's environment to every task); forensics on every node go through collector.py."""
-
-    def __init__(self, job_id: str, log: Path, token: str, out: Path | None = None, python: str = "python3",
-                 remove: str | None = None, stop: threading.Event | None = None) -> None:
-        super().__init__(log, token)
-        self.job_id, self.out, self.python, self.remove = job_id, out, python, remove
-        self.stop = stop or threading.Event()  # SlurmEngine.interrupt: Ctrl-C reaching a cell run in a worker thread
-        self.state: dict[str, str] | None = {}
-        self.checked = 0.0
-        self.found: list[dict] | None = None  # the collector's findings, once per attempt
-
-    def node_count(self) -> str:
-        """The job's node count as Slurm last said it (NumNodes, "2" or a range "2-4": its low end)."""
-        return (self.state or {}).get("NumNodes", "1").split("-")[0]
-
-    def on_every_node(self, words: list[str], log: Path | None = None) -> None:
-        """`words` once on every node of the running job, beside its ranks (`srun --overlap`)."""
-        nodes = self.node_count()
-        try:
-            proc.run(["srun", f"--jobid={self.job_id}", "--overlap", f"--nodes={nodes}", "--ntasks-per-node=1", *words],
-                     timeout=COLLECT_S, log=log)
-        except HarnessError:
-            pass  # no srun here: what this machine sees is all there is
-
-    def on_nodes(self) -> list[dict]:
-        """collector.py on every node of the job, one task each beside the ranks (`srun --overlap`): the
-        cell's processes there, SIGUSR1 and py-spy to its ranks; what each node found. A collector that
-        could not run leaves its node out (the record then has only what this machine saw)."""
-        if self.found is None and self.out is not None:
-            self.on_every_node([self.python, "-c", COLLECTOR.read_text(), f"{TOKEN_VAR}={self.token}", str(self.out)],
-                               self.out / "node-forensics.log")
-            self.found = []
-            for path in sorted((self.out / "node-forensics").glob("*.json")):
-                try:
-                    self.found.append(json.loads(path.read_text()))
-                except (OSError, ValueError):
-                    continue
-        return self.found or []
-
-    def process_list(self) -> str:
-        found = self.on_nodes()
-        if not found:
-            return super().process_list()
-        return "\n".join(f"{node['node']}: {p['pid']:>8} {p['state']} {p['cmd'][:200]}"
-                         for node in found for p in node.get("processes", []))
-
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
-        found = self.on_nodes()
-        if not found:
-            return None  # no collector ran: this machine's ranks, as the host engine does
-        return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
-
-    def gone(self, pids: dict[int, int]) -> set[int]:
-        """Ranks no node's collector found alive, neither by their pid nor by a live process with their
-        RANK; none unless the collector answered from every node of the job (a node that did not answer
-        may hold them)."""
-        found = self.on_nodes()
-        nodes = self.node_count()
-        if not found or not nodes.isdigit() or len(found) < int(nodes):
-            return set()
-        live = {str(rank) for node in found for rank in node.get("ranks", {})}
-        live |= {str(p.get("rank")) for node in found for p in node.get("processes", []) if p.get("rank") is not None}
-        return {rank for rank in pids if str(rank) not in live}
-
-    def job(self) -> dict[str, str] | None:
-        now = time.monotonic()
-        if now - self.checked >= STATE_POLL_S:
-            self.state, self.checked = _scontrol_job(self.job_id), now
-        return self.state
-
-    def poll(self) -> int | None:
-        if self.stop.is_set():  # the supervisor takes it as Ctrl-C: records `interrupted`, then kill()
-            raise KeyboardInterrupt
-        job = self.job()
-        if job is None:
-            raise InfraError(f"Slurm job {self.job_id} ended and was forgotten before its state was read. {FIX}")
-        if job.get("JobState") not in ENDED:
-            return None
-        return exit_code(job)
-
-    def kill(self) -> None:
-        """scancel the job and wait until Slurm lists it no more; then nothing of it on this machine. A
-        node runtime's containers are removed on every node first: a killed `docker run` leaves its
-        container running, and once the job is gone srun can no longer reach its nodes."""
-        if self.remove:
-            try:
-                running = (self.job() or {}).get("JobState") == "RUNNING"
-            except HarnessError:
-                running = False  # the controller did not answer: scancel and the sweep still follow
-            if running:
-                self.on_every_node(["bash", "-c", self.remove])
-        cancel([self.job_id])
-        kill_all(lambda: tagged(self.token))
-
-    def leftovers(self) -> list[str]:
-        jobs = [f"slurm job {i} {name} ({state})" for i, name, state, _ in queued() if i == self.job_id]
-        return jobs + super().leftovers()
-
-
 def _version() -> str:
     result = proc.run(["sinfo", "--version"], timeout=30) if proc.which("sinfo") else None
     return result.output.strip() if result and result.returncode == 0 else ""
 
 
-def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
-    """Wait while the job is pending; a job that cannot start (NEVER_STARTS), or is still pending after
-    `limit_s`, is an InfraError with Slurm's reason, never a hang."""
-    deadline = time.monotonic() + limit_s
-    while not running.stop.is_set():  # interrupted while pending: poll() says so to the supervisor
-        job = running.job() or {}
-        state, reason = job.get("JobState", ""), job.get("Reason", "")
-        if state != "PENDING":
-            return
-        if reason.startswith(NEVER_STARTS) or time.monotonic() > deadline:
-            why = "cannot start as asked" if reason.startswith(NEVER_STARTS) else f"was still pending after {limit_s:.0f} s"
-            raise InfraError(f"Slurm job {running.job_id} {why}: pending, reason {reason} (squeue(1), JOB REASON "
-                             "CODES). Fix: ask for what the partition has (`sinfo -N -l`; --nodes, --partition, "
-                             "--time, --account), or wait until the cluster has room.")
-        time.sleep(STATE_POLL_S)
 
 
-class SlurmEngine(HostEngine):
-    """Runs each cell as a Slurm job, on the nodes' own Python (the same path as this one's)."""
+class SlurmEngine:
+    """Runs each cell as a Slurm job, on the nodes' own Python (the same path as this one's) or, with a
+    node runtime, in the cell's image built here."""
 
-    name = "slurm"  # python, workload, control, inherited_env: the host engine's (the nodes' own stack)
+    name = "slurm"
+    # the nodes' own stack: this host's Python and this checkout's workload, at the same paths there
+    python, workload, control = HostEngine.python, HostEngine.workload, HostEngine.control
 
     def __init__(self, options: SlurmOptions = SlurmOptions()) -> None:
         self.options = options.check()
-        self._builder: DockerEngine | None = None
-        self._stop = threading.Event()
+        self._builder: DockerClient | None = None
+        self._stop = Stop()
 
     def interrupt(self) -> None:
         """End every attempt running or pending now, and any started after, as Ctrl-C ends one: for cells
@@ -380,32 +190,48 @@ class SlurmEngine(HostEngine):
         scancels the job."""
         self._stop.set()
 
-    # ---- the cells' images, with a container runtime on the nodes: built here by the docker engine
+    def concurrent_cells(self, jobs: int) -> int:
+        """--jobs cells at once, each its own job on its own nodes (--exclusive: SlurmOptions.sbatch_args)."""
+        return max(1, jobs)
+
+    # ---- the cells' images, with a container runtime on the nodes: built here by this host's Docker
     @property
-    def builds_images(self) -> bool:  # type: ignore[override]
+    def builds_images(self) -> bool:
         return self.options.runtime != "host"
 
     @property
-    def builder(self) -> DockerEngine:
+    def builder(self) -> DockerClient | None:
         """This host's Docker engine, which builds the cells' images (a node runtime's engine must have
-        them: here the node is this host; on a cluster, a registry or `docker save | docker load`)."""
+        them: here the node is this host; on a cluster, a registry or `docker save | docker load`); None
+        on the nodes' own stack."""
+        if not self.builds_images:
+            return None
         if self._builder is None:
-            self._builder = DockerEngine.connect()
+            self._builder = DockerClient.connect()
         return self._builder
 
+    @property
+    def client(self) -> DockerClient | None:
+        return self._builder
+
+    def _images(self) -> DockerClient:
+        client = self.builder
+        assert client is not None, "only a node runtime's cells have images"
+        return client
+
     def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
-        return super().cells(m, selected, progress) if self.options.runtime == "host" else selected
+        return own_stack_cells(self.python, m, selected, progress) if self.options.runtime == "host" else selected
 
     def image_id(self, tag: str) -> str:
-        return self.builder.image_id(tag) if self.builds_images else ""
+        return self._images().image_id(tag) if self.builds_images else ""
 
     def inherited_env(self, image: str) -> dict[str, str]:
-        return self.builder.inherited_env(image) if self.builds_images else super().inherited_env(image)
+        return image_env(self._images(), image) if self.builds_images else relevant_env(os.environ)
 
     def step(self, spec: CellSpec) -> NodeStep:
         return node_step(self.options.runtime, spec, owner.current().marker, (TOKEN_VAR, owner.OWNER_VAR))
 
-    def facts(self) -> dict:
+    def facts(self) -> dict[str, Any]:
         o = self.options
         return {"name": self.name, "version": _version(), "python": self.python, "nodes": o.nodes,
                 "node_runtime": o.runtime,
@@ -505,7 +331,7 @@ class SlurmEngine(HostEngine):
             while running.poll() is None and time.monotonic() < deadline:
                 time.sleep(STATE_POLL_S)
         finally:
-            running.kill_surely()
+            kill_surely(running.kill)
         seen = {p.name: p.read_text(errors="replace") for p in sorted(probe.iterdir())
                 if p.name != script.name and not p.name.endswith(".part")}
         shutil.rmtree(probe, ignore_errors=True)
@@ -574,7 +400,7 @@ class SlurmEngine(HostEngine):
             started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
             yield running
         finally:
-            running.kill_surely()
+            kill_surely(running.kill)
             job = running.state or {}
             # where the attempt ran; the supervisor's record does not know engines' placements yet
             results.write_json(spec.out_dir / "slurm-job.json", {
