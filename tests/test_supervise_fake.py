@@ -35,7 +35,7 @@ def _spec(engine: FakeEngine, out: Path, timeouts: matrix.Timeouts = FAST) -> Ce
 
 def _stall(record: RawAttempt) -> dict[str, Any]:
     assert record.stall is not None, record.ended_by
-    return record.stall
+    return record.stall.to_json()  # as attempt.json holds it
 
 
 def _supervise(tmp_path: Path, ranks: dict[int, Rank], timeouts: matrix.Timeouts = FAST,
@@ -51,9 +51,9 @@ def test_every_rank_passing_every_phase_is_a_pass_with_its_bandwidth(tmp_path: P
     assert result.status == "pass", result
     assert record.ended_by == "exited" and record.exit_code == 0
     assert "busbw 12.50 GB/s" in result.reason
-    assert set(record.ranks) == {"0", "1"} and record.phases["bandwidth"]["rows"]
-    assert record.ranks["1"]["phases_done"] == list(matrix_phases())
-    assert record.stall is None and record.forensics == {}
+    assert set(record.ranks) == {"0", "1"} and record.phases["bandwidth"].rows
+    assert list(record.ranks["1"].phases_done) == list(matrix_phases())
+    assert record.stall is None and record.forensics.to_json() == {}
 
 
 def matrix_phases() -> tuple[str, ...]:
@@ -70,8 +70,8 @@ def test_a_rank_that_stops_is_a_hang_in_its_phase_naming_it(tmp_path: Path) -> N
     assert "rank 1 still in prepare" in result.reason
     # forensics: each rank was sent SIGUSR1; the beating rank answered, the stopped one could not
     assert sorted(sig for _, sig in engine.started[0].signals) == ["USR1", "USR1"]
-    assert "Thread" in record.forensics["stacks"]["0"] and "did not answer" in record.forensics["stacks"]["1"]
-    assert record.forensics["pids"] == {"0": 40000, "1": 40001}
+    assert "Thread" in record.forensics.stacks["0"] and "did not answer" in record.forensics.stacks["1"]
+    assert record.forensics.pids == {"0": 40000, "1": 40001}
 
 
 def test_a_stall_waits_for_its_phase_threshold_and_no_longer(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_slow_end_within_the_teardown_threshold_passes_and_beyond_it_hangs(tmp
     _, record, beyond = _supervise(tmp_path / "b", {0: PASS, 1: slow_end(5.0)})
     assert beyond.status == "hang" and beyond.phase == "teardown" and record.ended_by == "stall", beyond
     assert "no progress for 1s in teardown (threshold 1s)" in beyond.reason
-    assert record.ranks["0"]["result"]["status"] == "ok" and record.ranks["1"]["result"] is None
+    assert record.ranks["0"].result.status == "ok" and record.ranks["1"].result is None
 
 
 def test_ctrl_c_while_following_the_events_is_interrupted_and_leaves_nothing(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_ctrl_c_while_following_the_events_is_interrupted_and_leaves_nothing(tmp
     _, record, result = _supervise(tmp_path, {0: stall("step", beating=True), 1: stall("step", beating=True)},
                                    on_event=ctrl_c)
     assert record.ended_by == "interrupted" and result.status == "interrupted"
-    assert record.forensics == {}  # a Ctrl-C is not a hang: no forensics, the cell is killed at once
+    assert record.forensics.to_json() == {}  # a Ctrl-C is not a hang: no forensics, the cell is killed at once
 
 
 def test_ctrl_c_while_starting_reaches_the_caller_and_the_engine_still_cleans_up(tmp_path: Path) -> None:
