@@ -11,8 +11,7 @@ from pathlib import Path
 import invoke
 from invoke import Exit
 
-from .cli import guarded
-from .errors import HarnessError
+from .errors import HarnessError, guarded
 
 
 class Task(invoke.Task):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, results
-from harness.cli import guarded
+from harness.errors import guarded
 from harness.errors import EXIT_CELLS_FAILED, EXIT_OK
 
 from .conftest import REPO

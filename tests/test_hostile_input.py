@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, matrix, results, selection, yamlfile
-from harness.cli import guarded
+from harness.errors import guarded
 from harness.errors import HarnessError
 
 from .conftest import REPO
