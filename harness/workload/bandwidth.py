@@ -129,7 +129,7 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     import torch.distributed as dist
 
     from . import fingerprint
-    from .nccl_control import NCCL_FLOAT32, NCCL_SIGNATURES, NCCL_SUM, bind  # nccl.h, declared once
+    from .libnccl import NCCL_FLOAT32, NCCL_SIGNATURES, NCCL_SUM, bind  # nccl.h, declared once
     from .phases import synchronize, tiny_all_reduce
 
     all_reduce = None
