@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import sys
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from invoke import Collection, Exit, ParseError, Program
 from invoke.parser import ParserContext
@@ -170,6 +170,6 @@ def main(argv: Sequence[str] | None = None, binary: str = "nccl-harness",
     try:
         program(binary, cls).run([binary, *argv] if argv is not None else None)
     except BrokenPipeError:  # `... --help | head`: the reader left; say nothing more
-        sys.stdout = open(os.devnull, "w")
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
         return 141
     return 0

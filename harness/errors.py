@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 # Exit codes shared by every command (see README).
 EXIT_OK = 0

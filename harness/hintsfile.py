@@ -18,8 +18,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from packaging.version import InvalidVersion, Version
-from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
-                      StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness import yamlfile
 from harness.errors import HarnessError, HintsError

@@ -19,9 +19,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
+from .errors import HarnessError, MatrixError
 from .ladder import DEFAULT as DEFAULT_LADDER
 from .ladder import Budget, Step
-from .errors import HarnessError, MatrixError
 from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
 from .yamlfile import Ctx, plain
 from .yamlfile import Strict as _Strict

@@ -17,11 +17,11 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from . import CACHE_DIR, proc
 
@@ -57,7 +57,7 @@ class Owner:
         return f"{self.host}/{self.boot}/{self.pid}/{self.start}"
 
     @classmethod
-    def parse(cls, marker: str) -> "Owner | None":
+    def parse(cls, marker: str) -> Owner | None:
         parts = marker.strip().rsplit("/", 3)
         if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
             return None

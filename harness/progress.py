@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from rich.console import Console
 
@@ -25,7 +25,7 @@ class Progress:
         self.console.print(text, markup=False, soft_wrap=True)
 
     @contextmanager
-    def task(self, title: str, echo: bool = True) -> Iterator["Progress"]:
+    def task(self, title: str, echo: bool = True) -> Iterator[Progress]:
         """A long step: its title stays on screen with the latest detail and the elapsed time. In plain
         output the title is a line of its own unless `echo` is off (a step that ends with a line saying
         its result, like a cell) and not verbose."""

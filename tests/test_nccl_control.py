@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness import launch, matrix, record, report, runner, supervise
-from harness.engines.base import CellSpec
 from harness.engines import host
+from harness.engines.base import CellSpec
 from harness.engines.host import HostEngine
 
 from .conftest import Fault

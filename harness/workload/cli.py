@@ -50,7 +50,7 @@ def _expect_env(text: str) -> Dict[str, Optional[str]]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError("--expect-env is not JSON: %s" % exc)
+        raise argparse.ArgumentTypeError("--expect-env is not JSON: %s" % exc) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("--expect-env must be a JSON object")
     return {str(k): (None if v is None else str(v)) for k, v in value.items()}
@@ -60,7 +60,7 @@ def _sizes(text: str) -> List[int]:
     try:
         sizes = parse_sizes(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc))
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not sizes:
         raise argparse.ArgumentTypeError("--sizes is empty")
     return sizes

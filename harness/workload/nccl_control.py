@@ -28,8 +28,18 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import bandwidth, cli, distenv, fingerprint
-from .libnccl import (D2H, H2D, NCCL_FLOAT32, NCCL_FLOAT64, NCCL_MAX, NCCL_SUM, UNIQUE_ID_BYTES, Cuda, Nccl,
-                      load_libraries)
+from .libnccl import (
+    D2H,
+    H2D,
+    NCCL_FLOAT32,
+    NCCL_FLOAT64,
+    NCCL_MAX,
+    NCCL_SUM,
+    UNIQUE_ID_BYTES,
+    Cuda,
+    Nccl,
+    load_libraries,
+)
 from .main import TEARDOWN_GRACE_S, Runner, run_rank
 
 PHASES = ("nccl-load", "nccl-init", "nccl-allreduce", "nccl-teardown")
