@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import FrameType
 
 from . import CACHE_DIR, proc
 
@@ -86,7 +87,7 @@ class Terminated(KeyboardInterrupt):
     so the running cell is killed and recorded as `interrupted` and the report is written."""
 
 
-def _raise(signum: int, frame) -> None:
+def _raise(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 

@@ -84,7 +84,11 @@ def run(
             start_new_session=True,
         )
         timed_out = threading.Event()
-        timer = threading.Timer(timeout, lambda: (timed_out.set(), stop(proc, grace=2.0)))
+        def expire() -> None:
+            timed_out.set()
+            stop(proc, grace=2.0)
+
+        timer = threading.Timer(timeout, expire)
         timer.start()
         try:
             assert proc.stdout is not None

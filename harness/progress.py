@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.status import Status
 
 
 class Progress:
@@ -17,7 +18,7 @@ class Progress:
         self.console = console or Console(stderr=True, highlight=False)
         self.live = self.console.is_terminal
         self.verbose = verbose
-        self._status = None
+        self._status: Status | None = None
         self._title = ""
         self._start = 0.0
 

@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
 FAULT_ENV = "HARNESS_TEST_FAULTS"
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hang_unless(parser: argparse.ArgumentParser, env) -> Optional[Tuple[str, str]]:
+def _hang_unless(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """HANG_UNLESS_ENV as (VAR, value), None when unset; refused (exit 2) without FAULT_ENV=1 or malformed."""
     text = env.get(HANG_UNLESS_ENV)
     if text is None:

@@ -240,7 +240,7 @@ class Control(Runner):
             self.cuda.call("cudaMemcpy", buf + offset, host, min(step, nbytes - offset), H2D)
         return chunk
 
-    def _check(self, buf: int, count: int) -> int:
+    def _check_data(self, buf: int, count: int) -> int:
         """Elements wrong after one all-reduce, in the first and the last chunk (the pattern repeats)."""
         assert self.cuda is not None
         nbytes = count * bandwidth.ELEMENT_BYTES
@@ -270,7 +270,7 @@ class Control(Runner):
         count = max(1, nbytes // bandwidth.ELEMENT_BYTES)
         nbytes = count * bandwidth.ELEMENT_BYTES
         buf = self._malloc(nbytes)
-        wrong = self._check(buf, count)
+        wrong = self._check_data(buf, count)
         first = self._timed(buf, count, 1)
         for _ in range(self.args.warmup):
             self._reduce(buf, count)

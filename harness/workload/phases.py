@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import torch
 import torch.distributed as dist
@@ -161,7 +161,7 @@ def _check_cases(world: int) -> List[Tuple[torch.dtype, int, int]]:
 def check_one(state: State, dtype: torch.dtype, numel: int, modulus: int) -> Dict[str, Any]:
     """All-reduce SUM one pattern and count elements that differ from the locally known sum."""
     mine = check_values(state.rank, numel, modulus)
-    expected = sum(check_values(r, numel, modulus) for r in range(state.world))
+    expected = cast(torch.Tensor, sum(check_values(r, numel, modulus) for r in range(state.world)))  # world >= 1
     buf = mine.to(dtype).to(state.torch_device)
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
     synchronize(state)
