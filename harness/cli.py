@@ -1,9 +1,9 @@
 """`python -m harness`, the `nccl-harness` script and the `invoke` binary: an invoke Program over
 harness/tasks.py, the one declaration of the commands, their flags, help texts and defaults. The `invoke`
 binary gets here through the repo root's tasks.py (`take_over_invoke`). This module adds only what every
-entry point shares: `guarded` (a HarnessError is its message and exit code, Ctrl-C is 130, never a
-traceback) and parse errors answered like every other bad input: exit 2, one paragraph naming the flag,
-a did-you-mean where there is a close one, and the fix."""
+entry point shares: parse errors answered like every other bad input: exit 2, one paragraph naming the
+flag, a did-you-mean where there is a close one, and the fix (the tasks run their commands through
+errors.guarded: a HarnessError is its message and exit code, Ctrl-C is 130, never a traceback)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,13 @@ import contextlib
 import os
 import re
 import sys
-from typing import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from invoke import Collection, Exit, ParseError, Program
 from invoke.parser import ParserContext
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, HarnessError, closest
-
-
-def guarded(fn: Callable[[], int]) -> int:
-    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C exit 130, no traceback."""
-    try:
-        return fn()
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+from .errors import EXIT_BAD_INPUT, closest
 
 
 def _dashed(name: str) -> str:
@@ -154,7 +142,7 @@ class InvokeProgram(HarnessProgram):
 
 
 def program(binary: str = "nccl-harness", cls: type[HarnessProgram] = HarnessProgram) -> HarnessProgram:
-    from . import tasks  # imports this module for guarded
+    from . import tasks  # here, not at the top: the tasks load the commands' modules only when run
 
     names = ["invoke", "inv"] if cls is InvokeProgram else [binary]
     return cls(namespace=Collection.from_module(tasks), name="nccl-harness", binary=binary,
@@ -182,6 +170,6 @@ def main(argv: Sequence[str] | None = None, binary: str = "nccl-harness",
     try:
         program(binary, cls).run([binary, *argv] if argv is not None else None)
     except BrokenPipeError:  # `... --help | head`: the reader left; say nothing more
-        sys.stdout = open(os.devnull, "w")
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
         return 141
     return 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+import sys
+from collections.abc import Callable, Iterable
 
 # Exit codes shared by every command (see README).
 EXIT_OK = 0
@@ -64,3 +65,15 @@ class BuildFailed(HarnessError):
     build-error and the rest of the matrix goes on. str() is the key error line."""
 
     code = EXIT_CELLS_FAILED
+
+
+def guarded(fn: Callable[[], int]) -> int:
+    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C exit 130, no traceback."""
+    try:
+        return fn()
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -15,11 +15,22 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from packaging.version import InvalidVersion, Version
-from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
-                      StringConstraints, ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness import yamlfile
 from harness.errors import HarnessError, HintsError
@@ -147,10 +158,16 @@ def _names(what: str | None = None, allowed: tuple[str, ...] | None = None) -> A
 
 
 _Text = Annotated[str, StringConstraints(strict=True), AfterValidator(_filled)]
-_Statuses = _names("status", STATUSES)
-_Phases = _names("phase", PHASES)
-_ErrorClasses = _names("error class", ERROR_CLASSES)
-_Strings = _names()
+if TYPE_CHECKING:  # what the models hold; pydantic reads the validators of the aliases below
+    _Statuses = tuple[str, ...]
+    _Phases = tuple[str, ...]
+    _ErrorClasses = tuple[str, ...]
+    _Strings = tuple[str, ...]
+else:
+    _Statuses = _names("status", STATUSES)
+    _Phases = _names("phase", PHASES)
+    _ErrorClasses = _names("error class", ERROR_CLASSES)
+    _Strings = _names()
 _PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 _Version = Annotated[Version, PlainValidator(_quoted_version)]
 _Regex = Annotated[re.Pattern, PlainValidator(_regex)]

@@ -25,7 +25,8 @@ MEASURED: tuple[Status, ...] = ("pass", "slow")  # every phase ran: bandwidth an
 STARTUP = "startup"  # before any rank has said anything: container start, imports, launcher
 WorkloadPhase = Literal[WORKLOAD_PHASES]  # type: ignore[valid-type]
 # the NCCL-only control's phases (workload/nccl_control.py) are phases of its attempts of a cell
-Phase = Literal[(STARTUP, *WORKLOAD_PHASES, *CONTROL_PHASES)]  # type: ignore[valid-type]
+_PHASES = (STARTUP, *WORKLOAD_PHASES, *CONTROL_PHASES)
+Phase = Literal[_PHASES]  # type: ignore[valid-type]
 PHASES: tuple[str, ...] = get_args(Phase)
 # The stall threshold (a matrix.Timeouts field) each control phase is held to: loading the libraries,
 # creating and destroying the communicator are init's kind of work; the sweep is the bandwidth phase's.
@@ -44,7 +45,8 @@ def phase_index(phase: str | None) -> int:
 
 # "killed": a rank died by a signal without a word (only the supervisor can tell); the control's own
 # classes say it could not load libnccl or libcudart
-ErrorClass = Literal[(*WORKLOAD_ERROR_CLASSES, *CONTROL_ERROR_CLASSES, "killed")]  # type: ignore[valid-type]
+_ERROR_CLASSES = (*WORKLOAD_ERROR_CLASSES, *CONTROL_ERROR_CLASSES, "killed")
+ErrorClass = Literal[_ERROR_CLASSES]  # type: ignore[valid-type]
 ERROR_CLASSES: tuple[str, ...] = get_args(ErrorClass)
 
 # the cell's workload, the NCCL-only control run for it, or one step of the rescue search (ladder.py)

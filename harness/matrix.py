@@ -12,6 +12,7 @@ import math
 import os
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,9 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
+from .errors import HarnessError, MatrixError
 from .ladder import DEFAULT as DEFAULT_LADDER
 from .ladder import Budget, Step
-from .errors import HarnessError, MatrixError
 from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
 from .yamlfile import Ctx, plain
 from .yamlfile import Strict as _Strict
@@ -333,7 +334,7 @@ def _not_a_number(value: Any, whole: bool) -> tuple[str, str]:
 _BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "too_short", "finite_number")
 
 
-def _special(error: dict, loc: tuple) -> tuple[str, str] | None:
+def _special(error: Mapping[str, Any], loc: tuple) -> tuple[str, str] | None:
     value, kind = error.get("input"), error["type"]
     if (kind == "string_type" or (kind == "int_type" and "env" in loc)) and isinstance(value, (bool, float, int)):
         return _not_a_string(value, "env" in loc)

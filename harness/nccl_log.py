@@ -427,7 +427,7 @@ class _Parser:
             return
         self.nccl_lines += 1
         host = None
-        for host in _HOST_RE.finditer(line, 0, level.start()):
+        for host in _HOST_RE.finditer(line, 0, level.start()):  # noqa: B007 - the last match is kept
             pass  # the last host:pid:tid before "NCCL" is the prefix, not a timestamp
         if host is not None:
             self.hosts.add(host.group(1))

@@ -17,11 +17,12 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from types import FrameType
 
 from . import CACHE_DIR, proc
 
@@ -57,7 +58,7 @@ class Owner:
         return f"{self.host}/{self.boot}/{self.pid}/{self.start}"
 
     @classmethod
-    def parse(cls, marker: str) -> "Owner | None":
+    def parse(cls, marker: str) -> Owner | None:
         parts = marker.strip().rsplit("/", 3)
         if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
             return None
@@ -86,7 +87,7 @@ class Terminated(KeyboardInterrupt):
     so the running cell is killed and recorded as `interrupted` and the report is written."""
 
 
-def _raise(signum: int, frame) -> None:
+def _raise(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 

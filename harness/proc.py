@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .errors import InfraError
 
@@ -70,7 +70,7 @@ def run(
     if which(argv[0]) is None and not Path(argv[0]).exists():
         raise InfraError(f"`{argv[0]}` is not installed on this host. Fix: install it (scripts/setup.sh does on Debian).")
     lines: list[str] = []
-    sink = open(log, "a") if log else None
+    sink = open(log, "a") if log else None  # noqa: SIM115 - closed in the finally below
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -84,7 +84,11 @@ def run(
             start_new_session=True,
         )
         timed_out = threading.Event()
-        timer = threading.Timer(timeout, lambda: (timed_out.set(), stop(proc, grace=2.0)))
+        def expire() -> None:
+            timed_out.set()
+            stop(proc, grace=2.0)
+
+        timer = threading.Timer(timeout, expire)
         timer.start()
         try:
             assert proc.stdout is not None

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from rich.console import Console
+from rich.status import Status
 
 
 class Progress:
@@ -17,7 +18,7 @@ class Progress:
         self.console = console or Console(stderr=True, highlight=False)
         self.live = self.console.is_terminal
         self.verbose = verbose
-        self._status = None
+        self._status: Status | None = None
         self._title = ""
         self._start = 0.0
 
@@ -25,7 +26,7 @@ class Progress:
         self.console.print(text, markup=False, soft_wrap=True)
 
     @contextmanager
-    def task(self, title: str, echo: bool = True) -> Iterator["Progress"]:
+    def task(self, title: str, echo: bool = True) -> Iterator[Progress]:
         """A long step: its title stays on screen with the latest detail and the elapsed time. In plain
         output the title is a line of its own unless `echo` is off (a step that ends with a line saying
         its result, like a cell) and not verbose."""

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import invoke
 from invoke import Exit
 
-from .cli import guarded
-from .errors import HarnessError
+from .errors import HarnessError, guarded
 
 
 class Task(invoke.Task):
@@ -20,7 +20,7 @@ class Task(invoke.Task):
     --json while --jobs got `-b`, and a stray `--` to --run-id; a short flag that does not match its long
     name is a trap. Only the flags in SHORT have one."""
 
-    SHORT = {"jobs": "j", "verbose": "v"}
+    SHORT: ClassVar[dict[str, str]] = {"jobs": "j", "verbose": "v"}
 
     def arg_opts(self, name, default, taken_names):
         opts = super().arg_opts(name, default, taken_names)

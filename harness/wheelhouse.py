@@ -14,10 +14,10 @@ import re
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterator
 
 from . import CACHE_DIR, proc
 from .errors import InfraError
@@ -33,7 +33,7 @@ PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(35, 4, -1)) +
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "any")
 
 
-@lru_cache(maxsize=None)
+@cache
 def reachable(url: str, timeout: float = 5.0) -> bool:
     """Whether an index answers at all: an unreachable extra index costs pip retries on every package."""
     try:

@@ -18,7 +18,7 @@ import re
 import stat
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -307,7 +307,7 @@ def parse(text: str, path: Path, error: type[FileError] = MatrixError) -> tuple[
         loader.dispose()
 
 
-def _loc(error: dict) -> tuple:
+def _loc(error: Mapping[str, Any]) -> tuple:
     """The key path of a pydantic error, without the union member names pydantic appends."""
     loc = tuple(error["loc"])
     while loc and loc[-1] in ("str", "int", "float"):
@@ -344,7 +344,7 @@ def known_keys(root: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def translate(exc: ValidationError, ctx: Ctx, root: type[BaseModel], doc: str,
-              special: Callable[[dict, tuple], tuple[str, str] | None] | None = None) -> FileError:
+              special: Callable[[Mapping[str, Any], tuple], tuple[str, str] | None] | None = None) -> FileError:
     """The first problem (by line) of a ValidationError as one error naming file:line, key and fix.
 
     `doc` says where the format is described ("the matrix.yaml format in README.md"); `special` may

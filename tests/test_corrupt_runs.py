@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, results
-from harness.cli import guarded
-from harness.errors import EXIT_CELLS_FAILED, EXIT_OK
+from harness.errors import EXIT_CELLS_FAILED, EXIT_OK, guarded
 
 from .conftest import REPO
 
@@ -205,7 +204,7 @@ def test_a_hostname_of_dots_publishes_inside_the_docs_tree(damaged, capsys):
 @pytest.mark.parametrize("args", [["report", "--run", "{run}"], ["compare", "good", "{run}"],
                                   ["publish", "--run", "{run}", "--to", "{root}/docs-cli"]])
 def test_python_m_harness_names_the_damage_without_a_traceback(damaged, args):
-    root, files = damaged
+    root, _files = damaged
     run = f"d{DAMAGES.index('run.json host a list'):02d}"
     nested = f"d{DAMAGES.index('record 100000 nested lists'):02d}"
     for damaged_run in (run, nested):

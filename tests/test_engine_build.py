@@ -101,7 +101,7 @@ def test_second_build_is_a_cache_hit_and_a_changed_template_rebuilds_only_its_im
 
 
 def test_a_failed_build_is_build_error_for_its_cells_and_the_rest_goes_on(engine, tiny_images, tmp_path):
-    fake, path, _ = tiny_images
+    _fake, path, _ = tiny_images
     path.write_text(path.read_text().replace("template: tiny-a", "template: tiny-broken"))
     code, record = _build(commands.Selection(path), tmp_path / "results", "run", rebuild=True)
     assert code == 1

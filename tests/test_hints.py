@@ -459,7 +459,7 @@ def test_malformed_data_file_names_hint_and_key(tmp_path, entry, words):
 
 
 def test_duplicate_ids_and_bad_shapes_are_refused(tmp_path):
-    with pytest.raises(HintsError, match="demo.*twice"):
+    with pytest.raises(HintsError, match=r"demo.*twice"):
         load(write(tmp_path, GOOD, GOOD))
     with pytest.raises(HintsError, match="hints"):
         load(write(tmp_path, raw="- id: demo\n"))

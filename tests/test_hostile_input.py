@@ -6,13 +6,13 @@ real `python -m harness` and `invoke` processes). A run id is a name under --res
 
 from __future__ import annotations
 
-import os
 import json
-import signal
-import tempfile
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, matrix, results, selection, yamlfile
-from harness.cli import guarded
-from harness.errors import HarnessError
+from harness.errors import HarnessError, guarded
 
 from .conftest import REPO
 
@@ -330,7 +329,7 @@ def test_the_real_commands_refuse_every_case_quickly_and_small(tmp_path, front):
 
 def test_measurement_sees_the_child_itself():
     """The limits above are meaningful: a child that allocates 300 MB is seen as such."""
-    code, _, cpu, rss = _measured([sys.executable, "-c", "b = bytearray(300 << 20); b[::4096] = b'x' * len(b[::4096])"])
+    code, _, _cpu, rss = _measured([sys.executable, "-c", "b = bytearray(300 << 20); b[::4096] = b'x' * len(b[::4096])"])
     assert code == 0 and rss > RSS_LIMIT_KB
     # and a child that allocates nothing is seen as small, however big this test process has grown
     code, _, _, small = _measured([sys.executable, "-c", "pass"])

@@ -63,7 +63,7 @@ def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 240
     deadline = time.monotonic() + timeout
     while not condition():
         if proc.poll() is not None:
-            out, err = proc.communicate()
+            _out, err = proc.communicate()
             pytest.fail(f"{what}: the harness ended first (exit {proc.returncode}): {err[-2000:]}")
         assert time.monotonic() < deadline, what
         time.sleep(0.2)
@@ -169,9 +169,8 @@ def test_a_run_folder_has_one_owner_and_a_dead_owners_lock_is_taken_over(tmp_pat
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(HarnessError) as exc:
-            with results.owned(run):
-                pass
+        with pytest.raises(HarnessError) as exc, results.owned(run):
+            pass
         assert exc.value.code == 2 and f"pid {holder.pid}" in str(exc.value) and "--run-id" in str(exc.value)
     finally:
         holder.kill()
@@ -230,7 +229,7 @@ def test_a_killed_harness_takes_its_cell_with_it(tmp_path, sig):
         _wait_for(lambda: _in_phase(run, "init"), proc, "the cell's ranks did not start")
         assert len(_owned_by(proc.pid)) >= 3  # the launcher and both ranks, tagged with their owner
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 5
         while _owned_by(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -261,7 +260,7 @@ def test_a_second_harness_on_the_same_run_exits_2_and_the_first_is_unaffected(tm
             first.send_signal(signal.SIGCONT)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by harness pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
-        out, err = first.communicate(timeout=300)
+        _out, err = first.communicate(timeout=300)
     finally:
         first.kill()
     assert first.returncode == 0, err[-2000:]
@@ -298,7 +297,7 @@ def test_a_results_folder_that_fails_mid_cell_stops_the_run_with_exit_4_keeping_
             subprocess.run(["mount", "-o", "remount,bind,ro", str(run)], check=True)
         else:
             _fill(tmpfs)
-        out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 4, err[-3000:]

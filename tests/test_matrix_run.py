@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness import launch, matrix, outcome, runner, supervise
+from harness.engines import host
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
-from harness.engines import host
 from harness.engines.host import HostEngine
 
 from .conftest import REPO, WHEELHOUSE, Fault, interrupt_when

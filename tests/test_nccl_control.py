@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness import launch, matrix, record, report, runner, supervise
-from harness.engines.base import CellSpec
 from harness.engines import host
+from harness.engines.base import CellSpec
 from harness.engines.host import HostEngine
 
 from .conftest import Fault
@@ -28,6 +28,7 @@ from .test_supervise import TIMEOUTS
 from .test_workload import WORKLOAD_DIR, _load
 
 control = _load("nccl_control")
+libnccl = _load("libnccl")
 main = _load("main")
 classify = _load("classify")
 bandwidth = _load("bandwidth")
@@ -45,22 +46,22 @@ def test_nccl_is_looked_for_where_torch_would_get_it(tmp_path):
     first = _touch(tmp_path / "venv" / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
     second = _touch(tmp_path / "user" / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
     search = [str(tmp_path / "missing"), str(tmp_path / "venv"), str(tmp_path / "user")]
-    assert control.nccl_candidates(search, ["/preloaded/libnccl.so.2.28.3"]) == [
+    assert libnccl.nccl_candidates(search, ["/preloaded/libnccl.so.2.28.3"]) == [
         "/preloaded/libnccl.so.2.28.3", first, second, "libnccl.so.2"]
 
 
 def test_cudart_is_found_in_cuda_12_and_cuda_13_wheel_layouts(tmp_path):
     cu12 = _touch(tmp_path / "a" / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")
     cu13 = _touch(tmp_path / "b" / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
-    found = control.cudart_candidates([str(tmp_path / "a"), str(tmp_path / "b")], [])
+    found = libnccl.cudart_candidates([str(tmp_path / "a"), str(tmp_path / "b")], [])
     assert found[:2] == [cu12, cu13]
     assert found[2:] == ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
 
 
 def test_a_library_that_does_not_load_names_every_path_tried(tmp_path):
     broken = _touch(tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
-    with pytest.raises(control.LibraryNotFound) as err:
-        control.load_first([broken, "libnccl-that-does-not-exist.so.2"], "libnccl", "nccl-not-found")
+    with pytest.raises(libnccl.LibraryNotFound) as err:
+        libnccl.load_first([broken, "libnccl-that-does-not-exist.so.2"], "libnccl", "nccl-not-found")
     assert err.value.error_class == "nccl-not-found"
     assert broken in str(err.value) and "libnccl-that-does-not-exist.so.2" in str(err.value)
 
@@ -116,7 +117,7 @@ def _fake_libs(init_rc: int = 0, corrupt: bool = False):
 
     def all_reduce(send, recv, count, dtype, op, comm, stream):
         calls.append("allreduce")
-        if corrupt and dtype == control.NCCL_FLOAT32 and count > 1:
+        if corrupt and dtype == libnccl.NCCL_FLOAT32 and count > 1:
             ctypes.c_float.from_address(recv).value += 1
         return 0
 
@@ -136,7 +137,7 @@ def _fake_libs(init_rc: int = 0, corrupt: bool = False):
         cudaStreamCreate=lambda p: out(p, 0x5), cudaStreamSynchronize=lambda s: 0, cudaStreamDestroy=lambda s: 0,
         cudaGetErrorString=lambda rc: b"out of memory")
     facts = {"nccl": {"path": "/fake/libnccl.so.2"}, "cudart": {"path": "/fake/libcudart.so.13"}}
-    libs = lambda: (control.Nccl(nccl), control.Cuda(cuda), {k: dict(v) for k, v in facts.items()})  # noqa: E731
+    libs = lambda: (libnccl.Nccl(nccl), libnccl.Cuda(cuda), {k: dict(v) for k, v in facts.items()})  # noqa: E731
     return libs, calls, memory
 
 

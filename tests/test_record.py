@@ -12,11 +12,20 @@ import pytest
 
 from harness import hints, images, matrix, outcome, record, report, results, supervise
 from harness.matrix import Cell, Stack, Variant
-from harness.record import (AttemptRecord, CellFields, CellRecord, Outcome, RawAttempt, RecordError, RunFacts,
-                            build_error, not_applicable)
+from harness.record import (
+    AttemptRecord,
+    CellFields,
+    CellRecord,
+    Outcome,
+    RawAttempt,
+    RecordError,
+    RunFacts,
+    build_error,
+    not_applicable,
+)
+from harness.workload import bandwidth, nccl_control
 from harness.workload import classify as workload_classify
 from harness.workload import cli as workload_cli
-from harness.workload import bandwidth, nccl_control
 
 DATA = Path(__file__).parent / "data"
 H200 = json.loads((DATA / "h200-preload-record.json").read_text())

@@ -20,7 +20,6 @@ from harness.record import CellRecord
 
 from .conftest import REPO, Fault
 
-
 CELLS = ["cpu-torch2.13.0-acc1.15.0+default", "cpu-torch2.13.0-acc1.15.0+p2p-off"]
 
 

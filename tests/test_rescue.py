@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import ladder, matrix, record, report, runner
+from harness import ladder, matrix, report, runner
 from harness.evidence import RawAttempt, RecordError
 from harness.ladder import Budget, Step
 from harness.record import AttemptRecord, CellFields, CellRecord, Outcome
-from harness.workload import bandwidth, cli as workload_cli
+from harness.workload import bandwidth
+from harness.workload import cli as workload_cli
 
 from .conftest import REPO, WHEELHOUSE
 

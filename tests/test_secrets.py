@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, results
-from harness.cli import guarded
+from harness.errors import guarded
 from harness.workload import redact
 
 SECRETS = {  # in the host's environment: inherited by the ranks, recorded as inherited

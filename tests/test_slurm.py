@@ -218,7 +218,7 @@ def test_a_killed_rank_is_a_fail(slurm_cluster, tmp_path):
     # controller), over 4 s on a loaded CI machine: the bandwidth threshold leaves room, and a fail ends
     # the attempt as soon as the job ends, so it costs nothing. A slow end is still a fail: the next test.
     timeouts = TIMEOUTS.model_copy(update={"bandwidth": 15})
-    record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"),
+    _record, result = _run((SlurmEngine(), ""), tmp_path, "slurm-kill", ("--hold-at", "bandwidth"), (1, "bandwidth", "KILL"),
                           timeouts=timeouts)
     assert result.status == "fail", result
     assert result.error_class == "killed" and result.phase == "bandwidth"
@@ -517,7 +517,7 @@ def test_each_node_runtime_has_its_exact_srun_step(tmp_path):
 
 
 def test_a_gpu_cell_in_a_node_container_gets_the_nodes_gpus(tmp_path):
-    engine, spec = _gpu_spec(tmp_path, "torchrun")
+    _engine, spec = _gpu_spec(tmp_path, "torchrun")
     from harness.engines import noderuntime
 
     docker_words = noderuntime.node_step("docker", spec, "own/er", ()).words

@@ -77,7 +77,7 @@ def test_a_rank_stopped_on_its_node_is_a_hang_naming_the_rank_and_the_node(slurm
     assert f"rank 1 on {slurm_nodes.nodes[1]}" in result.reason and "stopped" in result.reason, result.reason
     # forensics from where each rank runs (collector.py through srun --overlap on every node): the stopped
     # rank's state on its node and py-spy's dump of it there; the other node's rank answered SIGUSR1
-    n1, n2 = slurm_nodes.nodes
+    _n1, n2 = slurm_nodes.nodes
     stopped = [line for line in record.forensics.processes.splitlines()
                if line.startswith(f"{n2}: ") and line.split()[1] == str(record.ranks["1"].pid)]
     assert stopped and stopped[0].split()[2] == "T", record.forensics.processes

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness import matrix, outcome, runner, supervise
+from harness.engines import host
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
-from harness.engines import host
 from harness.engines.host import HostEngine
 
 from .conftest import Fault
@@ -150,7 +150,7 @@ def test_a_killed_rank_the_launcher_has_not_noticed_is_a_fail_not_a_hang(setup, 
 
 
 def test_rank_that_never_joins_is_a_hang_in_init(setup, tmp_path):
-    record, result = _run(setup, tmp_path, "nojoin", ("--hold-at", "fingerprint"), (1, "fingerprint", "STOP"))
+    _record, result = _run(setup, tmp_path, "nojoin", ("--hold-at", "fingerprint"), (1, "fingerprint", "STOP"))
     assert result.status == "hang", result
     assert result.phase == "init"
     assert result.detail["ranks_behind"] == [1]
@@ -158,7 +158,7 @@ def test_rank_that_never_joins_is_a_hang_in_init(setup, tmp_path):
 
 
 def test_exception_in_prepare_is_a_fail_with_its_line(setup, tmp_path):
-    record, result = _run(setup, tmp_path, "raise", ("--fail-in", "prepare"))
+    _record, result = _run(setup, tmp_path, "raise", ("--fail-in", "prepare"))
     assert result.status == "fail", result
     assert result.phase == "prepare"
     assert "injected test fault" in result.reason
@@ -166,7 +166,7 @@ def test_exception_in_prepare_is_a_fail_with_its_line(setup, tmp_path):
 
 
 def test_torchrun_launcher_is_supervised_too(setup, tmp_path):
-    record, result = _run(setup, tmp_path, "torchrun-stop", ("--hold-at", "prepare"), (1, "prepare", "STOP"), launcher="torchrun")
+    _record, result = _run(setup, tmp_path, "torchrun-stop", ("--hold-at", "prepare"), (1, "prepare", "STOP"), launcher="torchrun")
     assert result.status == "hang" and result.phase == "prepare" and result.detail["ranks_behind"] == [1]
 
 

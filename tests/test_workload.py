@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import pytest
 
@@ -51,7 +50,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(tmp_path: Path, **extra: str) -> Dict[str, str]:
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A clean environment: no inherited launcher/NCCL variables, no user Accelerate config."""
     drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
             "HARNESS_TEST_FAULTS")
@@ -62,28 +61,28 @@ def _env(tmp_path: Path, **extra: str) -> Dict[str, str]:
     return env
 
 
-def _run(cmd: List[str], env: Dict[str, str], cwd: Path = REPO,
+def _run(cmd: list[str], env: dict[str, str], cwd: Path = REPO,
          timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
-def _events(out: Path, rank: int) -> List[dict]:
-    with open(out / ("events-rank%d.jsonl" % rank)) as fh:
+def _events(out: Path, rank: int) -> list[dict]:
+    with open(out / f"events-rank{rank}.jsonl") as fh:
         return [json.loads(line) for line in fh]
 
 
-def _phase_events(events: List[dict]) -> List[tuple]:
+def _phase_events(events: list[dict]) -> list[tuple]:
     return [(e["event"], e["phase"]) for e in events if e["event"] in ("phase_start", "phase_end")]
 
 
-def _one(events: List[dict], event: str, phase: Optional[str] = None) -> dict:
+def _one(events: list[dict], event: str, phase: str | None = None) -> dict:
     found = [e for e in events if e["event"] == event and (phase is None or e["phase"] == phase)]
     assert len(found) == 1, (event, phase, found)
     return found[0]
 
 
-def _assert_complete(out: Path, world: int) -> List[List[dict]]:
+def _assert_complete(out: Path, world: int) -> list[list[dict]]:
     """Every rank ran every phase in order and ended with an ok result."""
     import accelerate
     import torch
@@ -112,11 +111,11 @@ def _assert_complete(out: Path, world: int) -> List[List[dict]]:
         prepare = _one(events, "phase_end", "prepare")
         assert prepare["num_processes"] == world
         assert isinstance(_one(events, "phase_end", "step")["loss"], float)
-        assert (out / ("pid-rank%d" % rank)).read_text().strip() == str(events[0]["pid"])
+        assert (out / f"pid-rank{rank}").read_text().strip() == str(events[0]["pid"])
     return per_rank
 
 
-def _assert_bandwidth(events: List[dict], world: int) -> None:
+def _assert_bandwidth(events: list[dict], world: int) -> None:
     bw = _one(events, "phase_end", "bandwidth")
     assert bw["world"] == world
     assert [r["bytes"] for r in bw["rows"]] == [4096, 65536, 1 << 20]
@@ -435,7 +434,7 @@ def test_small_helpers() -> None:
     assert distenv.async_error_var("2.1.2+cu121") == "NCCL_ASYNC_ERROR_HANDLING"
     assert distenv.async_error_var("2.2.0") == "TORCH_NCCL_ASYNC_ERROR_HANDLING"
     assert distenv.parse_version("2.7.1+cu126") == (2, 7, 1)
-    env: Dict[str, str] = {"NCCL_DEBUG": "WARN"}
+    env: dict[str, str] = {"NCCL_DEBUG": "WARN"}
     set_now = distenv.set_init_env(env, "/o", 3, "2.13.0")
     assert env["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG_SUBSYS" not in env
     assert set_now == {"NCCL_DEBUG_FILE": "/o/nccl-rank3.log",
@@ -473,22 +472,22 @@ def _fake_nccl(tmp_path: Path, name: str, code: int) -> Path:
     folder = tmp_path / name
     folder.mkdir()
     src = folder / "nccl.c"
-    src.write_text("int ncclGetVersion(int *v) { *v = %d; return 0; }\n" % code)
+    src.write_text(f"int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}\n")
     lib = folder / "libnccl.so.2"
     subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(lib), str(src)],
                    check=True, timeout=120)
     return lib
 
 
-def _nccl_loaded_in_child(env: Dict[str, str], preload_path: Optional[Path] = None) -> dict:
+def _nccl_loaded_in_child(env: dict[str, str], preload_path: Path | None = None) -> dict:
     code = ("import ctypes, json, sys\n"
-            "sys.path.insert(0, %r)\n"
-            "from workload import fingerprint\n" % str(WORKLOAD_DIR.parent))
+            f"sys.path.insert(0, {str(WORKLOAD_DIR.parent)!r})\n"
+            "from workload import fingerprint\n")
     if preload_path is not None:
-        code += "ctypes.CDLL(%r)\n" % str(preload_path)
+        code += f"ctypes.CDLL({str(preload_path)!r})\n"
     code += "print(json.dumps(fingerprint.nccl_loaded()))\n"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -129,13 +129,13 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     import torch.distributed as dist
 
     from . import fingerprint
-    from .nccl_control import NCCL_FLOAT32, NCCL_SIGNATURES, NCCL_SUM, bind  # nccl.h, declared once
+    from .libnccl import NCCL_FLOAT32, NCCL_SIGNATURES, NCCL_SUM, bind  # nccl.h, declared once
     from .phases import synchronize, tiny_all_reduce
 
     all_reduce = None
     try:
         backend = dist.distributed_c10d._get_default_group()._get_backend(state.torch_device)
-        comm = ctypes.c_void_p(backend._comm_ptr())
+        comm = ctypes.c_void_p(backend._comm_ptr())  # type: ignore[attr-defined]
         path = (fingerprint.nccl_loaded() or {}).get("path")
         if path and comm.value:
             all_reduce = bind(ctypes.CDLL(path), {"ncclAllReduce": NCCL_SIGNATURES["ncclAllReduce"]})["ncclAllReduce"]
@@ -146,6 +146,7 @@ def _nccl_loop(state: Any, buf: Any, iters: int) -> Optional[Callable[[], float]
     dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
     if not int(agreed.item()):
         return None
+    assert all_reduce is not None  # every rank has it: the minimum over them is 1
     stream = ctypes.c_void_p(torch.cuda.current_stream(state.torch_device).cuda_stream)
     ptr, count = ctypes.c_void_p(buf.data_ptr()), buf.numel()
     tiny_all_reduce(state)

@@ -20,7 +20,7 @@ _TIMEOUT_TYPES = {"TimeoutError"}
 _CUDA_TYPES = {"CudaError", "AcceleratorError"}
 
 # (class, regex) checked in this order against the message.
-_RULES: List[Tuple[str, "re.Pattern[str]"]] = [
+_RULES: List[Tuple[str, re.Pattern[str]]] = [
     # NVLink SHARP (NVLS) multicast: NCCL's own feature, even where its text names the fabric manager
     ("nccl", re.compile(r"\bNVLS\b|NVLink SHARP", re.I)),
     # The driver stack below CUDA: older than the runtime, kernel module and user library of different

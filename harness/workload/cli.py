@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
 FAULT_ENV = "HARNESS_TEST_FAULTS"
@@ -50,7 +50,7 @@ def _expect_env(text: str) -> Dict[str, Optional[str]]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError("--expect-env is not JSON: %s" % exc)
+        raise argparse.ArgumentTypeError("--expect-env is not JSON: %s" % exc) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("--expect-env must be a JSON object")
     return {str(k): (None if v is None else str(v)) for k, v in value.items()}
@@ -60,7 +60,7 @@ def _sizes(text: str) -> List[int]:
     try:
         sizes = parse_sizes(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc))
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not sizes:
         raise argparse.ArgumentTypeError("--sizes is empty")
     return sizes
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hang_unless(parser: argparse.ArgumentParser, env) -> Optional[Tuple[str, str]]:
+def _hang_unless(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """HANG_UNLESS_ENV as (VAR, value), None when unset; refused (exit 2) without FAULT_ENV=1 or malformed."""
     text = env.get(HANG_UNLESS_ENV)
     if text is None:

@@ -86,7 +86,7 @@ class Heartbeat:
         self._phase: Optional[str] = None
         self._thread = threading.Thread(target=self._loop, name="harness-heartbeat", daemon=True)
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         self._thread.start()
         return self
 

@@ -53,7 +53,7 @@ class Prewarm:
             self.error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
         self.seconds = time.monotonic() - t0
 
-    def start(self) -> "Prewarm":
+    def start(self) -> Prewarm:
         try:
             import accelerate  # noqa: F401 - see the class's comment
         except BaseException:  # noqa: BLE001 - the fingerprint and prepare report it
@@ -82,7 +82,7 @@ def register_forensics(out_dir: str, rank: int) -> Any:
     In this order, so that once the pid file exists a SIGUSR1 dumps stacks instead of killing
     (its default action).
     """
-    stacks = open(os.path.join(out_dir, "stacks-rank%d.txt" % rank), "a")
+    stacks = open(os.path.join(out_dir, "stacks-rank%d.txt" % rank), "a")  # noqa: SIM115 - open for good
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     with open(os.path.join(out_dir, "pid-rank%d" % rank), "w") as fh:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import torch
 import torch.distributed as dist
@@ -31,7 +31,7 @@ class State:
         self.scheduler: Any = None
 
     @property
-    def torch_device(self) -> "torch.device":
+    def torch_device(self) -> torch.device:
         if self.device == "cuda":
             return torch.device("cuda", self.local_rank)
         return torch.device("cpu")
@@ -138,13 +138,13 @@ def run_step(state: State) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------- check
-def check_values(rank: int, numel: int, modulus: int) -> "torch.Tensor":
+def check_values(rank: int, numel: int, modulus: int) -> torch.Tensor:
     """Rank-dependent small non-negative integers, scrambled along the index (int64)."""
     idx = torch.arange(numel, dtype=torch.int64)
     return (idx * 2654435761 + (rank + 1) * 97531) % 1000003 % modulus
 
 
-def _check_cases(world: int) -> List[Tuple["torch.dtype", int, int]]:
+def _check_cases(world: int) -> List[Tuple[torch.dtype, int, int]]:
     """(dtype, numel, modulus): exact integers whose sum over ranks and every partial sum stays
     exactly representable (bf16: integers <= 256; float32: <= 2**24)."""
     bf16_top = max(1, min(4, 256 // max(1, world)))      # values 0..bf16_top
@@ -158,10 +158,10 @@ def _check_cases(world: int) -> List[Tuple["torch.dtype", int, int]]:
     ]
 
 
-def check_one(state: State, dtype: "torch.dtype", numel: int, modulus: int) -> Dict[str, Any]:
+def check_one(state: State, dtype: torch.dtype, numel: int, modulus: int) -> Dict[str, Any]:
     """All-reduce SUM one pattern and count elements that differ from the locally known sum."""
     mine = check_values(state.rank, numel, modulus)
-    expected = sum(check_values(r, numel, modulus) for r in range(state.world))
+    expected = cast(torch.Tensor, sum(check_values(r, numel, modulus) for r in range(state.world)))  # world >= 1
     buf = mine.to(dtype).to(state.torch_device)
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
     synchronize(state)

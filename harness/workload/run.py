@@ -6,6 +6,7 @@ the only file that names the package; every other module uses relative imports.
 """
 import os
 import sys
+from typing import Callable
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PARENT = os.path.dirname(_HERE)
@@ -19,7 +20,7 @@ def _fix_sys_path() -> None:
     sys.path.insert(0, _PARENT)
 
 
-def _import_main(module: str = "main"):
+def _import_main(module: str = "main") -> Callable[[], int]:
     """``workload.<module>.main``: the workload's (run.py) or the NCCL-only control's (control.py)."""
     _fix_sys_path()
     try:
