@@ -3,13 +3,16 @@ workload in each under NCCL environment variants, and collate the outcomes.
 
 Data flows one way, each stage a value that can be printed:
 
-    matrix.yaml --matrix.load--> Matrix --selection.resolve--> [Cell]       (invoke list)
-    Cell.stack --images.render/build_all (engines.docker)--> image tag      (invoke build)
-    Cell --runner.spec_for--> CellSpec --supervise (an engine)--> Attempt   (raw: events, logs, forensics)
-    Attempt --outcome.classify--> Outcome --record--> results/<run>/cells/<id>/record.json
+    matrix.yaml --matrix.load--> Matrix --selection.resolve--> [Cell]           (invoke list)
+    Cell.stack --images.render/build_all (engines.dockerclient)--> image tag    (invoke build)
+    Cell --runner.spec_for--> CellSpec --supervise (an engine)--> RawAttempt    (evidence: typed rank states,
+                                                                                 stall, NCCL logs, forensics)
+    RawAttempt --outcome.classify--> Outcome --record.CellRecord--> results/<run>/cells/<id>/record.json
     records --report / compare / publish--> markdown, plots, regression diff
 
-pipeline.run drives the middle for `invoke matrix`; commands.py holds the thin faces of every command.
+Between the stages the values are typed and frozen (codec.Model); JSON appears only at the file edge,
+written and read from each model's one declaration. pipeline.run drives the middle for `invoke matrix`;
+commands.py holds the thin faces of every command. The README's Layout lists the modules by stage.
 """
 
 import os

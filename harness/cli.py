@@ -11,7 +11,8 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from invoke import Collection, Exit, ParseError, Program
 from invoke.parser import ParserContext
@@ -27,7 +28,7 @@ def _dashed(name: str) -> str:
 class HarnessProgram(Program):
     """invoke's Program with a static namespace; its parse errors become exit 2 with a fix."""
 
-    def parse_core(self, argv):
+    def parse_core(self, argv: list[str] | None) -> None:
         with self._parse_errors():
             super().parse_core(argv)
 
@@ -41,14 +42,15 @@ class HarnessProgram(Program):
             self._help_as_positional(self.tasks)
             self._no_missing_values(self.tasks)
 
-    def _help_as_positional(self, contexts) -> None:
+    def _help_as_positional(self, contexts: Iterable[ParserContext | None]) -> None:
         """`compare --help` or `compare A -h`: invoke's parser takes the flag as BASE or NEW; show the help."""
         for ctx in contexts:
             if ctx is not None and any(a.value in ("--help", "-h") for a in ctx.positional_args):
-                self.print_task_help(ctx.name)
+                # invoke types ParserContext.name as Optional[str]; only task contexts take positionals, and they are named
+                self.print_task_help(cast(str, ctx.name))
                 raise Exit
 
-    def _no_missing_values(self, contexts) -> None:
+    def _no_missing_values(self, contexts: Iterable[ParserContext]) -> None:
         """Two missing values invoke lets through: a repeatable flag with nothing after it (`--only` last,
         or before another flag: its default [] stands in for the value, and the run would go ahead with
         no filter) and an empty one (`--gpus ''`, `--results=`), which a task would take as its default."""
@@ -94,18 +96,19 @@ class HarnessProgram(Program):
             return self._needs_value(_dashed(needed.group(1)), ctx, task)
         missing = re.fullmatch(r"'(.*)' did not receive required positional arguments: (.*)", msg)
         if missing and ctx is not None:
-            usage = " ".join(a.name.upper() for a in ctx.positional_args)
+            # invoke types Argument.name as Optional[str]; it is `attr_name or names[0]`, never None
+            usage = " ".join(cast(str, a.name).upper() for a in ctx.positional_args)
             return (f"`{task}` needs {missing.group(2).replace(chr(39), '').upper()}. "
                     f"Fix: {self.binary} {task} {usage} ...; {self._help(task)}.")
         return f"{msg} Fix: {self._help(task)}."
 
-    def _needs_value(self, flag: str, ctx, task: str | None) -> str:
+    def _needs_value(self, flag: str, ctx: ParserContext | None, task: str | None) -> str:
         arg = ctx.flags.get(flag) if ctx is not None and flag in ctx.flags else None
         what = f" ({arg.help})" if arg is not None and arg.help else ""
         where = f"`{task}` flag " if task else "flag "
         return f"{where}{flag} needs a value. Fix: give it one, e.g. {flag} VALUE{what}; {self._help(task)}."
 
-    def _unknown(self, token: str, ctx, task: str | None) -> str:
+    def _unknown(self, token: str, ctx: ParserContext | None, task: str | None) -> str:
         if token.startswith("-"):
             flags = list(ctx.flags.keys()) + list(ctx.inverse_flags.keys()) if ctx is not None else []
             core = list(self.initial_context.flags.keys())

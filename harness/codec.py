@@ -18,12 +18,19 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, SerializerFunctionWrapHandler, ValidationError, \
-    model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError, core_schema
 
 
@@ -65,7 +72,7 @@ class Domain:
         if self.kind == "one-of":
             return value in self.values
         if self.kind == "limit":
-            return value == "unlimited" or type(value) is int and value >= 0
+            return value == "unlimited" or (type(value) is int and value >= 0)
         if self.kind == "verified":
             return isinstance(value, (bool, str))
         return _is_json(value)

@@ -185,5 +185,6 @@ def clean(remove_images: bool = False) -> int:
         if docker is None:
             raise InfraError("--images: no Docker engine reachable, so no image can be removed. Fix: start the "
                              "engine (scripts/setup.sh), or set DOCKER_HOST to it.")
-        print(f"removed {docker.remove_built_images()} image(s) (the base images stay; `docker rmi harness-base:bookworm` removes that)")
+        print(f"removed {docker.remove_built_images()} image(s) "
+              "(the base images stay; `docker rmi harness-base:bookworm` removes that)")
     return EXIT_OK

@@ -109,8 +109,8 @@ class Diff:
         return bool(self.regressions or self.missing)
 
 
-def _status(record: CellRecord) -> str:
-    return record.status or "missing"
+def _status(record: CellRecord | None) -> str:
+    return (record.status if record else None) or "missing"
 
 
 def _rows(record: CellRecord) -> dict[int, BandwidthRow]:

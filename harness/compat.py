@@ -67,11 +67,18 @@ BASE_PYTHONS: tuple[tuple[str, str], ...] = (
 
 
 class StackLike(Protocol):
-    cuda: str
-    torch: str
-    accelerate: str
-    nccl_via: str
-    python: str
+    """What the rules read of a stack (matrix.Stack, frozen: read-only)."""
+
+    @property
+    def cuda(self) -> str: ...
+    @property
+    def torch(self) -> str: ...
+    @property
+    def accelerate(self) -> str: ...
+    @property
+    def nccl_via(self) -> str: ...
+    @property
+    def python(self) -> str: ...
 
 
 def minor(version: str) -> str:

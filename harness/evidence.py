@@ -17,8 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .codec import (Count, Flag, Json, Limit, Model, RecordError, Seconds, Str, Text, Verified, invariant, ints, nums,
-                    one_of)
+from .codec import Count, Flag, Json, Limit, Model, RecordError, Seconds, Str, Text, Verified, ints, invariant, nums, one_of
 from .kinds import ATTEMPT_KINDS, ENDED_BY, STARTUP, AttemptKind, EndedBy
 
 __all__ = ["RecordError", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow", "ranges_apart", "NcclSummary",
@@ -215,7 +214,7 @@ class BandwidthRow(_Written):
     trials, busbw of every trial and its min and max, torch's eager per-call latency, how the time was
     taken, wrong elements. Rows of older records have no trials: their spread is unknown (None), never 0."""
 
-    bytes: Bytes = 0  # type: ignore[assignment]  # 0: a row without its size (never written so)
+    bytes: Bytes = 0  # 0: a row without its size (never written so)
     dtype: Str | None = None
     iters: Count | None = None
     time_s: Duration = 0.0  # median over trials of the time per op, seconds
@@ -429,7 +428,7 @@ class Stall(Model):
         """why_behind's keys are ranks: JSON writes them as strings of digits."""
         if isinstance(data, Mapping) and isinstance(data.get("why_behind"), Mapping):
             why = data["why_behind"]
-            if all(isinstance(k, int) and not isinstance(k, bool) or isinstance(k, str) and k.isdigit() for k in why):
+            if all((isinstance(k, int) and not isinstance(k, bool)) or (isinstance(k, str) and k.isdigit()) for k in why):
                 return {**data, "why_behind": {int(k): v for k, v in why.items()}}
         return data
 

@@ -30,8 +30,7 @@ from typing import Any
 from packaging.version import Version
 
 from harness.errors import HintsError
-from harness.hintsfile import (DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read,
-                               version)
+from harness.hintsfile import DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read, version
 from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
 
 __all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",

@@ -241,7 +241,8 @@ class Conditions(_Strict):
 
     def pairs(self) -> tuple[tuple[str, Any], ...]:
         """(key, value) of the conditions given; `any` holds the pairs of each alternative."""
-        return tuple((key, tuple(alt.pairs() for alt in self.any) if key == "any" else getattr(self, key))
+        # a given `any` is never None (_not_null refuses null); `or ()` only tells mypy so
+        return tuple((key, tuple(alt.pairs() for alt in self.any or ()) if key == "any" else getattr(self, key))
                      for key in type(self).model_fields if key in self.model_fields_set)
 
 
@@ -304,7 +305,8 @@ def read(path: str | Path | None = None) -> list[HintSpec]:
         raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
                            f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
     except OSError as exc:
-        raise HarnessError(f"{path}: cannot be read{from_env} ({exc.strerror}). Fix: check the file and its permissions.") from None
+        raise HarnessError(f"{path}: cannot be read{from_env} ({exc.strerror}). "
+                           "Fix: check the file and its permissions.") from None
     raw, lines = yamlfile.parse(text, path, HintsError)
     ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
     if not isinstance(raw, dict):

@@ -11,22 +11,22 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import jinja2
 
-from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, wheelhouse
+from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, matrix, wheelhouse
 from .engines.dockerclient import LABEL, DockerClient
 from .errors import HarnessError
-from . import matrix
+from .kinds import BuildStatus
 from .matrix import Stack
 from .progress import Progress
-from .record import BuildStatus
 
 IMAGE_REPO = "nccl-harness"
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -43,7 +43,7 @@ class BuildOptions:
     proxy: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_env(cls, **kwargs) -> "BuildOptions":
+    def from_env(cls, **kwargs: Any) -> BuildOptions:
         proxy = tuple((k, os.environ[k]) for k in PROXY_VARS if os.environ.get(k))
         return cls(proxy=proxy, **kwargs)
 
@@ -93,7 +93,7 @@ HASH_CACHE = CACHE_DIR / "file-hashes.json"
 BIG_FILE = 1 << 20  # files above this (wheels) keep their hash across runs, keyed by size and mtime
 
 
-@lru_cache(maxsize=None)
+@cache
 def _file_sha(path: Path, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -220,8 +220,9 @@ def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
     """The stack's locked wheels from the store (resolved and downloaded on the host the first time
     only) and the rendered context: with the locks in place this needs neither pip nor the network."""
     wheels = wheelhouse.collect(options.store, requirements(stack), stack.python, stack.torch_index, log)
-    if nccl_package(stack):  # installed over torch's own pin with --no-deps, so resolved apart from it
-        wheels += wheelhouse.collect(options.store, [nccl_package(stack)], stack.python, "", log, no_deps=True)
+    nccl = nccl_package(stack)
+    if nccl:  # installed over torch's own pin with --no-deps, so resolved apart from it
+        wheels += wheelhouse.collect(options.store, [nccl], stack.python, "", log, no_deps=True)
     return render(stack, options, list(dict.fromkeys(wheels)))
 
 
@@ -298,12 +299,11 @@ def build_all(
             title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
             if jobs > 1:  # parallel builds: one line each, no live status to fight over
                 progress.say(title)
-            with progress.task(title) if jobs == 1 else nullcontext():
-                with tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
-                    materialize(context, Path(tmp))
-                    docker.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
-                                 buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
-                                 on_line=progress.detail if jobs == 1 else (lambda _: None))
+            with progress.task(title) if jobs == 1 else nullcontext(), tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
+                materialize(context, Path(tmp))
+                docker.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
+                             buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
+                             on_line=progress.detail if jobs == 1 else (lambda _: None))
             result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
         except HarnessError as exc:  # BuildFailed, a wheelhouse that pip could not fill, a bad template
             result = BuildResult(stack.id, tag, "build-error", failure_reason(str(exc), log),

@@ -78,3 +78,10 @@ BUILD_STATUSES: tuple[BuildStatus, ...] = get_args(BuildStatus)
 
 for _group in (RETRYABLE, GOOD, FAILED, MEASURED):
     assert set(_group) <= set(STATUSES), _group
+
+__all__ = ["WORKLOAD_ERROR_CLASSES", "WORKLOAD_PHASES", "CONTROL_ERROR_CLASSES", "CONTROL_PHASES", "Status",
+           "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase", "PHASES",
+           "CONTROL_THRESHOLDS", "phase_index", "ErrorClass", "ERROR_CLASSES", "AttemptKind", "ATTEMPT_KINDS",
+           "ControlWhen", "CONTROL_WHEN", "ControlStatus", "RescueStatus", "RescueEnd", "RESCUE_ENDS", "Layer",
+           "EndedBy", "ENDED_BY", "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "EnvOrigin", "ENV_ORIGINS",
+           "BuildStatus", "BUILD_STATUSES"]

@@ -58,25 +58,33 @@ def _step(name: str, env: Mapping[str, str], why: str) -> Step:
 # the transport limits, which cost bandwidth (P2P off: 340 -> 27 GB/s on 2x H200, FIELD-NOTES).
 DEFAULT: tuple[Step, ...] = (
     _step("nvls-off", {"NCCL_NVLS_ENABLE": "0"},
-          f"NVLink SHARP needs Fabric Manager and multicast support; off, NCCL uses plain NVLink rings/trees ({ENV}: NCCL_NVLS_ENABLE)"),
+          "NVLink SHARP needs Fabric Manager and multicast support; off, NCCL uses plain NVLink rings/trees "
+          f"({ENV}: NCCL_NVLS_ENABLE)"),
     _step("cumem-host-off", {"NCCL_CUMEM_HOST_ENABLE": "0"},
-          f"cuMem host memory is NUMA-bound, which containers may forbid (NCCL 2.24 to 2.26.4 fail there, FIELD-NOTES); off, NCCL uses cudaHostAlloc ({ENV}: NCCL_CUMEM_HOST_ENABLE)"),
+          "cuMem host memory is NUMA-bound, which containers may forbid (NCCL 2.24 to 2.26.4 fail there, FIELD-NOTES); off, "
+          f"NCCL uses cudaHostAlloc ({ENV}: NCCL_CUMEM_HOST_ENABLE)"),
     _step("cumem-off", {"NCCL_CUMEM_ENABLE": "0"},
-          f"cuMem buffers (default from NCCL 2.19) need driver and IPC support the legacy path does not ({ENV}: NCCL_CUMEM_ENABLE)"),
+          "cuMem buffers (default from NCCL 2.19) need driver and IPC support the legacy path does not "
+          f"({ENV}: NCCL_CUMEM_ENABLE)"),
     _step("ib-off", {"NCCL_IB_DISABLE": "1"},
-          f"a broken or half-configured InfiniBand/RoCE device stalls init; off, the network path is sockets (free on one node) ({ENV}: NCCL_IB_DISABLE)"),
+          "a broken or half-configured InfiniBand/RoCE device stalls init; off, the network path is sockets (free on one node) "
+          f"({ENV}: NCCL_IB_DISABLE)"),
     _step("proto-simple", {"NCCL_PROTO": "Simple"},
-          f"LL and LL128 rely on ordering guarantees some PCIe paths and GPUs break; Simple costs latency at small sizes only ({ENV}: NCCL_PROTO)"),
+          "LL and LL128 rely on ordering guarantees some PCIe paths and GPUs break; Simple costs latency at small sizes only "
+          f"({ENV}: NCCL_PROTO)"),
     _step("ring", {"NCCL_ALGO": "Ring"},
           f"rules out Tree, CollNet and NVLS, whose setup is where some hangs are ({ENV}: NCCL_ALGO)"),
     _step("p2p-pix", {"NCCL_P2P_LEVEL": "PIX"},
-          f"P2P only between GPUs behind one PCIe switch: no P2P through the host bridge or across CPUs, where consumer boards break it ({ENV}: NCCL_P2P_LEVEL)"),
+          "P2P only between GPUs behind one PCIe switch: no P2P through the host bridge or across CPUs, where consumer boards "
+          f"break it ({ENV}: NCCL_P2P_LEVEL)"),
     _step("p2p-nvl", {"NCCL_P2P_LEVEL": "NVL"},
           f"P2P only over NVLink; PCIe pairs go through shared memory ({ENV}: NCCL_P2P_LEVEL)"),
     _step("p2p-off", {"NCCL_P2P_DISABLE": "1"},
-          f"no GPU peer-to-peer at all: the fix for drivers that claim P2P that hangs (RTX 40, FIELD-NOTES); falls back to SHM ({ENV}: NCCL_P2P_DISABLE)"),
+          "no GPU peer-to-peer at all: the fix for drivers that claim P2P that hangs (RTX 40, FIELD-NOTES); falls back to SHM "
+          f"({ENV}: NCCL_P2P_DISABLE)"),
     _step("shm-off", {"NCCL_SHM_DISABLE": "1"},
-          f"no shared-memory transport: for a small /dev/shm or broken host memory sharing; with P2P off too NCCL must use the network ({ENV}: NCCL_SHM_DISABLE)"),
+          "no shared-memory transport: for a small /dev/shm or broken host memory sharing; with P2P off too NCCL must use the "
+          f"network ({ENV}: NCCL_SHM_DISABLE)"),
 )
 
 

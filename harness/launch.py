@@ -53,7 +53,8 @@ def sizes_args(m: Matrix) -> list[str]:
     return ["--sizes", ",".join(str(s) for s in m.bandwidth_sizes)] if m.bandwidth_sizes else []
 
 
-def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
+def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str | None],
+                  extra: tuple[str, ...] = ()) -> list[str]:
     return ["--out", out, "--device", device, *bandwidth_args(m), "--expect-env", json.dumps(expect_env, sort_keys=True),
             *sizes_args(m), *extra]
 

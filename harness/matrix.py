@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
-from .errors import HarnessError, MatrixError
+from .errors import FileError, HarnessError
+from .kinds import Launcher
 from .ladder import DEFAULT as DEFAULT_LADDER
 from .ladder import Budget, Step
-from .record import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: re-exported; defined once, in record.py)
 from .yamlfile import Ctx, plain
 from .yamlfile import Strict as _Strict
 
@@ -122,6 +122,11 @@ class Timeouts(_Strict):
     bandwidth: Seconds = 120
     teardown: Seconds = 30
     cell: Seconds = 1800
+
+    def of(self, phase: str) -> float:
+        """The threshold of a workload phase (PHASES) or of the cell's hard cap ("cell")."""
+        value: float = getattr(self, phase)
+        return value
 
 
 class Bandwidth(_Strict):
@@ -341,12 +346,13 @@ def _special(error: Mapping[str, Any], loc: tuple) -> tuple[str, str] | None:
     if kind in ("int_type", "float_type"):
         return _not_a_number(value, kind == "int_type")
     if kind in _BOUNDS:
-        return f"{error['msg']} (got {yamlfile.short(value)}).", "write a value within that bound (see the matrix.yaml format in README.md)."
+        return (f"{error['msg']} (got {yamlfile.short(value)}).",
+                "write a value within that bound (see the matrix.yaml format in README.md).")
     return None
 
 
 
-def _translate(exc: ValidationError, ctx: Ctx) -> MatrixError:
+def _translate(exc: ValidationError, ctx: Ctx) -> FileError:  # a MatrixError: the class Ctx(path, lines) builds
     return yamlfile.translate(exc, ctx, MatrixFile, "the matrix.yaml format in README.md", _special)
 
 
@@ -405,7 +411,8 @@ def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
                         f"than the {MAX_STACKS} one matrix may have.", "split it into several matrix files.")
     for key, values in axes.matrix.items():
         if key not in STACK_KEYS:
-            raise ctx.error(("stacks", "matrix", key), f"`{plain(key)}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}.")
+            raise ctx.error(("stacks", "matrix", key), f"`{plain(key)}` is not a stack key.",
+                            f"use one of: {', '.join(STACK_KEYS)}.")
         if not values:
             raise ctx.error(
                 ("stacks", "matrix", key),
@@ -417,12 +424,14 @@ def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
             for key in entry:
                 if key not in STACK_KEYS:
                     raise ctx.error(
-                        ("stacks", section, i, key), f"`{plain(key)}` is not a stack key.", f"use one of: {', '.join(STACK_KEYS)}."
+                        ("stacks", section, i, key), f"`{plain(key)}` is not a stack key.",
+                        f"use one of: {', '.join(STACK_KEYS)}.",
                     )
     for i, entry in enumerate(spec.exclude):
         for key in entry:
             if key not in CELL_KEYS:
-                raise ctx.error(("exclude", i, key), f"`{plain(key)}` is not a cell key.", f"use one of: {', '.join(CELL_KEYS)}.")
+                raise ctx.error(("exclude", i, key), f"`{plain(key)}` is not a cell key.",
+                                f"use one of: {', '.join(CELL_KEYS)}.")
     for key in ("variants", "launchers"):
         if not getattr(spec, key):
             raise ctx.error((key,), "is an empty list, which would make zero cells.", "list at least one, or remove the key.")
@@ -433,7 +442,8 @@ def _check_axes(spec: MatrixFile, ctx: Ctx) -> None:
 def _env_names(env: typing.Iterable[str], loc: tuple, ctx: Ctx) -> None:
     for var in env:
         if not _ENV_RE.match(var):
-            raise ctx.error(loc + ("env", var), f"`{plain(var)}` is not an environment variable name.", "use letters, digits and '_'.")
+            raise ctx.error(loc + ("env", var), f"`{plain(var)}` is not an environment variable name.",
+                            "use letters, digits and '_'.")
 
 
 def _ladder(spec: MatrixFile, ctx: Ctx) -> tuple[Step, ...]:
@@ -460,7 +470,8 @@ def _variants(spec: MatrixFile, ctx: Ctx) -> dict[str, Variant]:
     for name, vdef in spec.define.variants.items():
         loc = ("define", "variants", name)
         if not _VARIANT_RE.match(name):
-            raise ctx.error(loc, f"variant name `{plain(name)}` is not usable in cell ids.", "use lower-case letters, digits and '-'.")
+            raise ctx.error(loc, f"variant name `{plain(name)}` is not usable in cell ids.",
+                            "use lower-case letters, digits and '-'.")
         _env_names(vdef.env, loc, ctx)
         env = tuple(sorted((k, str(v)) for k, v in vdef.env.items()))
         defined[name] = Variant(name, env, vdef.description)
@@ -505,15 +516,19 @@ def template_path(name: str) -> Path:
 def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
     missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
     if missing:
-        raise ctx.error(loc, f"a stack {plain(raw)} has no {', '.join(missing)}.", f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
-    for key in ("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",)) + (("python",) if "python" in raw else ()):
+        raise ctx.error(loc, f"a stack {plain(raw)} has no {', '.join(missing)}.",
+                        f"give every stack {', '.join(REQUIRED_STACK_KEYS)}.")
+    for key in (("torch", "accelerate") + (() if raw["cuda"] == "cpu" else ("cuda",))
+                + (("python",) if "python" in raw else ())):
         if not _VERSION_RE.match(raw[key]):
-            raise ctx.error(loc, f"`{key}: {plain(raw[key])}` is not a version.", 'write it like "2.5.1" (cuda may also be "cpu").')
+            raise ctx.error(loc, f"`{key}: {plain(raw[key])}` is not a version.",
+                            'write it like "2.5.1" (cuda may also be "cpu").')
     try:
         nccl, via = _parse_nccl(raw.get("nccl", "bundled"))
     except ValueError:
         raise ctx.error(
-            loc, f"`nccl: {plain(raw.get('nccl'))}` is not understood.", 'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".'
+            loc, f"`nccl: {plain(raw.get('nccl'))}` is not understood.",
+            'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".',
         ) from None
     cpu = raw["cuda"] == "cpu"
     base = raw.get("base") or ("harness-base:bookworm" if cpu else f"nvidia/cuda:{raw['cuda']}-runtime-ubuntu22.04")

@@ -654,7 +654,8 @@ class _Parser:
             cuda=self.cuda,
             transports=tuple(transports),
             p2p_disabled=self.p2p_disabled.values(),
-            env_settings=shown_env(self.env),  # NCCL logs every NCCL_ setting it reads, values included
+            # NCCL logs every NCCL_ setting it reads, values included (masked unless safe; a value is never None)
+            env_settings={k: v for k, v in shown_env(self.env).items() if v is not None},
             warnings=self.warnings.values(),
             errors=self.errors.values(),
             error_trace=self.trace.values(),

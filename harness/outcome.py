@@ -90,7 +90,7 @@ def _error_class(error: RankError, warnings: tuple[str, ...]) -> str:
 
 
 def _fail(raw: RawAttempt, phase: str | None, error_class: str, reason: str, **detail: Any) -> Outcome:
-    return Outcome("fail", reason, raw.seconds, phase, error_class, detail)
+    return Outcome(status="fail", reason=reason, seconds=raw.seconds, phase=phase, error_class=error_class, detail=detail)
 
 
 def _startup_failure(raw: RawAttempt) -> Outcome:
@@ -129,7 +129,7 @@ def _victims(raw: RawAttempt, cause: int, failures: dict[int, tuple[int, str | N
     for rank, state in sorted(raw.rank_states.items()):
         if rank == cause or (state.result and not state.error):  # finished well
             continue
-        code, sig = failures.get(rank, (None, None))
+        _, sig = failures.get(rank, (None, None))
         if rank in behind and not state.error:
             why[str(rank)] = f"{behind[rank]} after rank {cause} failed"
         elif stall is not None and not state.error:
@@ -170,14 +170,14 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     raw = _attempt(raw)
     seconds = raw.seconds
     if raw.ended_by == "infra":
-        return Outcome("infra-error", raw.infra_reason, seconds)
+        return Outcome(status="infra-error", reason=raw.infra_reason, seconds=seconds)
     loaded = raw.loaded_nccl
     if nccl_expected and loaded and loaded != nccl_expected:
-        return Outcome("infra-error", f"the cell asked for NCCL {nccl_expected} but the ranks loaded {loaded}; "
-                       "the pin did not take (check the image's nvidia-nccl package or LD_PRELOAD)", seconds,
+        return Outcome(status="infra-error", reason=f"the cell asked for NCCL {nccl_expected} but the ranks loaded {loaded}; "
+                       "the pin did not take (check the image's nvidia-nccl package or LD_PRELOAD)", seconds=seconds,
                        detail={"nccl_expected": nccl_expected, "nccl_loaded": loaded})
     if raw.ended_by == "interrupted":
-        return Outcome("interrupted", "stopped by Ctrl-C", seconds)
+        return Outcome(status="interrupted", reason="stopped by Ctrl-C", seconds=seconds)
     # Whether the launcher exited or the supervisor stopped the cell: a rank that recorded its own error
     # is the cause; ranks that only lost their peer, that the launcher stopped after it, or that were
     # still waiting when the cell was stopped are its victims. A collective that timed out (torch's
@@ -220,7 +220,7 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     if silent:
         rank = silent[0]
         phase = ranks[rank].phase
-        code, sig = failures.get(rank, (None, None))
+        sig = failures.get(rank, (None, None))[1]
         return _fail(raw, phase, "killed", f"rank {rank} died in {phase} without an error (launcher exit {raw.exit_code})",
                      rank=rank, signal=sig, victims=_victims(raw, rank, failures))
     if len(raw.ranks) < raw.expected_ranks:
@@ -228,16 +228,19 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     finished = list(ranks.values())
     wrong = max((s.wrong_total for s in finished), default=0)
     if wrong:
-        return Outcome("wrong", f"all-reduce returned {wrong} wrong element(s)", seconds, "check", None, {"wrong": wrong})
+        return Outcome(status="wrong", reason=f"all-reduce returned {wrong} wrong element(s)", seconds=seconds,
+                       phase="check", detail={"wrong": wrong})
     if raw.exit_code not in (0, None):
         return _fail(raw, "teardown", "launcher", f"every rank finished but the launcher exited with {raw.exit_code}")
     busbw = max((s.largest_busbw_gbs for s in finished), default=0)
     if len(finished) == 1:
-        return Outcome("pass", "one rank: every phase passed (bus bandwidth needs two or more ranks)", seconds)
+        return Outcome(status="pass", reason="one rank: every phase passed (bus bandwidth needs two or more ranks)",
+                       seconds=seconds)
     if min_busbw is not None and busbw < min_busbw:
-        return Outcome("slow", f"busbw {busbw:.2f} GB/s at the largest size, below the {min_busbw:g} GB/s floor",
-                       seconds, "bandwidth", None, {"busbw_gbs": busbw, "min_busbw": min_busbw})
-    return Outcome("pass", f"busbw {busbw:.2f} GB/s at the largest size", seconds, None, None, {"busbw_gbs": busbw})
+        return Outcome(status="slow", reason=f"busbw {busbw:.2f} GB/s at the largest size, below the {min_busbw:g} GB/s floor",
+                       seconds=seconds, phase="bandwidth", error_class=None, detail={"busbw_gbs": busbw, "min_busbw": min_busbw})
+    return Outcome(status="pass", reason=f"busbw {busbw:.2f} GB/s at the largest size", seconds=seconds,
+                   detail={"busbw_gbs": busbw})
 
 
 def _rank_on(raw: RawAttempt, rank: int) -> str:
@@ -254,8 +257,8 @@ def _hang(raw: RawAttempt, stall: Stall) -> Outcome:
     what = (f"hard cap of {stall.threshold:.0f}s for the cell reached" if raw.ended_by == "cap"
             else f"no progress for {stall.since_progress:.0f}s in {stall.phase} (threshold {stall.threshold:.0f}s)")
     who = "; ".join(f"{_rank_on(raw, r)} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
-    return Outcome("hang", f"{what}; {who}", raw.seconds, stall.phase, None,
-                   {"ranks_behind": list(stall.ranks_behind), "why_behind": why})
+    return Outcome(status="hang", reason=f"{what}; {who}", seconds=raw.seconds, phase=stall.phase, error_class=None,
+                   detail={"ranks_behind": list(stall.ranks_behind), "why_behind": why})
 
 
 def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
@@ -276,6 +279,6 @@ def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
     on = f" on rank {waiting}" if waiting is not None else ""
     who = "; ".join(f"rank {r} {w}" for r, w in behind.items()) or "all ranks waiting"
     seq = f" (SeqNum={watchdog['seq_num']})" if watchdog.get("seq_num") is not None else ""
-    return Outcome("hang", f"{watchdog['op_type']}{seq} did not complete in {phase}: "
-                   f"caught by {watchdog['by']}{after}{on}; {who}", raw.seconds, phase, None,
-                   {"ranks_behind": [int(r) for r in behind], "why_behind": behind, "watchdog": watchdog})
+    return Outcome(status="hang", reason=f"{watchdog['op_type']}{seq} did not complete in {phase}: "
+                   f"caught by {watchdog['by']}{after}{on}; {who}", seconds=raw.seconds, phase=phase, error_class=None,
+                   detail={"ranks_behind": [int(r) for r in behind], "why_behind": behind, "watchdog": watchdog})

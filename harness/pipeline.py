@@ -10,18 +10,19 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
 from .engines.base import Engine
-from .kinds import CONTROL_WHEN, ControlWhen
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
+from .kinds import CONTROL_WHEN, ControlWhen
 from .matrix import Cell, Matrix
-from .record import FAILED, CellFields, CellRecord, build_error, not_applicable
 from .progress import Progress
+from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
 from .selection import Selection, check_gpus, check_ranks, check_timeouts, resolve
 
 EXIT_INTERRUPTED = 130
@@ -80,7 +81,10 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
 def _run_id(opts: MatrixOptions) -> str:
     if not opts.resume:
         return opts.run_id or results.new_run_id()
-    run_id = opts.run_id or (results.runs(opts.results) or [None])[-1]
+    run_id = opts.run_id
+    if not run_id:
+        earlier = results.runs(opts.results)
+        run_id = earlier[-1] if earlier else None
     if run_id is None:
         raise HarnessError(f"--resume: no earlier run in {opts.results}. Fix: run without --resume first.")
     return run_id
@@ -92,7 +96,7 @@ def _already_done(run: Path, progress: Progress) -> tuple[set[str], bool]:
     written again."""
     data = results.load_run(run)
     for cell_id, problem in data.problems.items():
-        if cell_id == "run.json" and problem != "missing" or (run / "cells" / cell_id / "record.json").exists():
+        if (cell_id == "run.json" and problem != "missing") or (run / "cells" / cell_id / "record.json").exists():
             progress.say(f"--resume: {problem}; {'written again' if cell_id == 'run.json' else 'the cell runs again'}")
     return {cell_id for cell_id, record in data.records.items() if record.done}, "run.json" not in data.problems
 
@@ -185,9 +189,9 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     if built:
         write_builds(run / "builds.json", m, todo, built, add=opts.resume)
     for cell in todo:
-        result = built.get(cell.stack.id)
-        if result is not None and not result.ok:
-            results.save_record(opts.results, run_id, build_error(cell, result))
+        build = built.get(cell.stack.id)
+        if build is not None and not build.ok:
+            results.save_record(opts.results, run_id, build_error(cell, build))
             counts["build-error"] += 1
     todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
     together = engine.concurrent_cells(opts.jobs) if len(todo) > 1 else 1
@@ -209,9 +213,10 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
         """The cell's line and tally; whether it (or its control) was interrupted."""
         nonlocal done_n
         done_n += 1
-        counts[result.outcome.status] += 1
-        progress.say(f"[{done_n}/{len(todo)}] {cell.id}: {result.outcome.status.upper()} - {result.outcome.reason} "
-                     f"({result.outcome.seconds:.0f}s)")
+        outcome = _outcome(result)
+        counts[outcome.status] += 1
+        progress.say(f"[{done_n}/{len(todo)}] {cell.id}: {outcome.status.upper()} - {outcome.reason} "
+                     f"({outcome.seconds:.0f}s)")
         return any(a.outcome and a.outcome.status == "interrupted" for a in result.attempts)  # the cell's or its control's
 
     interrupted = False
@@ -229,12 +234,20 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     return _finish(run, counts, interrupted, opts, progress)
 
 
+def _outcome(record: CellRecord) -> Outcome:
+    """The outcome of a record this run made: CellRecord.of (runner.run_cell, build_error) gives every one."""
+    if record.outcome is None:
+        raise ValueError(f"the record of {record.id} has no outcome")
+    return record.outcome
+
+
 def _run_together(engine: Engine, cells: list[Cell], jobs: int, run_one: Callable[[Cell], CellRecord],
                   ended: Callable[[Cell, CellRecord], bool]) -> bool:
     """Up to `jobs` cells at the same time (as many as engine.concurrent_cells allows: on the slurm engine
     each its own Slurm job, with --exclusive: no node shared, see SlurmOptions.sbatch_args), each recorded
     by its worker as it ends and said here as it ends. The docker and host engines allow one: their cells
-    share this machine's GPUs, so running them together would measure each other. Ctrl-C (SIGTERM, SIGHUP) reaches only this thread: it ends every running
+    share this machine's GPUs, so running them together would measure each other. Ctrl-C (SIGTERM, SIGHUP)
+    reaches only this thread: it ends every running
     cell through engine.interrupt() (each recorded `interrupted`, its job scancelled), cells not started
     are left for --resume, and this waits for the running ones; a second Ctrl-C stops waiting (the pool
     still lets each worker finish its kill). Returns whether the run was interrupted."""
@@ -279,9 +292,9 @@ def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, imag
     """results/<run>/builds.json, written by `build` and `matrix`: each image's BuildResult (status
     built, cached or build-error, seconds, log, reason) and the build-error outcome of every cell whose
     image failed. With `add` (--resume) what is already recorded there stays, but for the images built again and their cells."""
-    record = {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()},
-              "cells": {c.id: build_error(c, built[c.stack.id]).outcome.to_json()
-                        for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
+    record: dict[str, Any] = {"matrix": str(m.path), "images": {k: v.to_json() for k, v in built.items()},
+                              "cells": {c.id: _outcome(build_error(c, built[c.stack.id])).to_json()
+                                        for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
     if add and path.exists():
         try:
             earlier = json.loads(path.read_text())

@@ -49,7 +49,7 @@ def _processes() -> list[Leftover]:
             for p in host.marked(OWNER_VAR)]
 
 
-def _containers(docker: "DockerClient | None") -> list[Leftover]:
+def _containers(docker: DockerClient | None) -> list[Leftover]:
     if docker is None:
         return []
     from .engines.dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
@@ -90,7 +90,7 @@ def _jobs(ask: bool) -> list[Leftover]:
             for job_id, name, state, comment in slurm.queued(timeout=5)]
 
 
-def _remove(items: list[Leftover], docker: "DockerClient | None") -> None:
+def _remove(items: list[Leftover], docker: DockerClient | None) -> None:
     if any(i.engine == "host" for i in items):  # again until none is left: a launcher may start a rank between two looks
         host.kill_all(lambda: [p for p in host.marked(OWNER_VAR) if _dead(p.value)])
     for item in items:
@@ -104,7 +104,7 @@ def _dead(marker: str) -> bool:
     return owner is not None and owner.dead()
 
 
-def connect_docker(timeout: int = 3) -> "DockerClient | None":
+def connect_docker(timeout: int = 3) -> DockerClient | None:
     """A client of the Docker engine when one answers, else None (the host engine's machines have none)."""
     from .engines.dockerclient import DockerClient
 
@@ -114,7 +114,7 @@ def connect_docker(timeout: int = 3) -> "DockerClient | None":
         return None
 
 
-def sweep(progress: "Progress", docker: "DockerClient | None" = None, *, unowned: bool = False,
+def sweep(progress: Progress, docker: DockerClient | None = None, *, unowned: bool = False,
           connect: bool = True) -> list[Leftover]:
     """Remove what dead harnesses left (and, with `unowned`, what older harnesses left without an
     owner), on the host and, when one answers, in the Docker engine; each said in one line."""

@@ -30,13 +30,52 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .codec import Model, RecordError, Seconds, Str, Text, ints, nums, one_of, shown
-from .evidence import (BandwidthRow, EnvChange, Fingerprint, NcclSummary, PeerAccess, Placement, RankError, RankState,
-                       RawAttempt, Stall, ranges_apart)
-from .kinds import (BUILD_STATUSES, CONTROL_ERROR_CLASSES, ENDED_BY, ENV_ORIGINS, ERROR_CLASSES, FAILED, GOOD,
-                    LAUNCHERS, MEASURED, NCCL_VIAS, PHASES, RESCUE_ENDS, RETRYABLE, STARTUP, STATUSES,
-                    WORKLOAD_ERROR_CLASSES, WORKLOAD_PHASES, BuildStatus, ControlStatus, EndedBy, EnvOrigin, ErrorClass,
-                    Launcher, Layer, NcclVia, Phase, RescueEnd, RescueStatus, Status, WorkloadPhase)
+from .codec import Model, RecordError, Seconds, Str, Text, ints, one_of, shown
+from .evidence import (
+    BandwidthRow,
+    EnvChange,
+    Fingerprint,
+    NcclSummary,
+    PeerAccess,
+    Placement,
+    RankError,
+    RankState,
+    RawAttempt,
+    Stall,
+    ranges_apart,
+)
+from .kinds import (
+    BUILD_STATUSES,
+    CONTROL_ERROR_CLASSES,
+    ENDED_BY,
+    ENV_ORIGINS,
+    ERROR_CLASSES,
+    FAILED,
+    GOOD,
+    LAUNCHERS,
+    MEASURED,
+    NCCL_VIAS,
+    PHASES,
+    RESCUE_ENDS,
+    RETRYABLE,
+    STARTUP,
+    STATUSES,
+    WORKLOAD_ERROR_CLASSES,
+    WORKLOAD_PHASES,
+    BuildStatus,
+    ControlStatus,
+    EndedBy,
+    EnvOrigin,
+    ErrorClass,
+    Launcher,
+    Layer,
+    NcclVia,
+    Phase,
+    RescueEnd,
+    RescueStatus,
+    Status,
+    WorkloadPhase,
+)
 from .ladder import Budget, SearchEnd, Step
 from .workload.redact import shown_env
 
@@ -492,12 +531,12 @@ class CellRecord(Model):
 
 def not_applicable(cell: Cell) -> CellRecord:
     """The record of a cell that cannot exist (matrix.Cell.na_reason says why); it never runs."""
-    return CellRecord.of(cell, Outcome("n/a", cell.na_reason or ""))
+    return CellRecord.of(cell, Outcome(status="n/a", reason=cell.na_reason or ""))
 
 
 def build_error(cell: Cell, build: BuildResult) -> CellRecord:
     """The record of a cell whose image could not be built."""
-    return CellRecord.of(cell, Outcome("build-error", build.reason, detail={"log": build.log}))
+    return CellRecord.of(cell, Outcome(status="build-error", reason=build.reason, detail={"log": build.log}))
 
 
 # ---------------------------------------------------------------- run.json
@@ -606,6 +645,7 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
            "ENV_ORIGINS", "RecordError",
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
-           "NcclSummary", "RankError", "RankState", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord", "ranges_apart",
+           "NcclSummary", "RankError", "RankState", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
+           "ranges_apart",
            "Control", "layer", "Rescue", "Tried", "Step", "StepJson", "SearchJson", "RunJson",
            "not_applicable", "build_error", "RunFacts"]

@@ -157,7 +157,7 @@ def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
     passing = {v: r for v, r in cells.items() if r.status == "pass"}
     if any(r.cell.is_cpu for r in cells.values()):
         return GLOO_NOTE + ("" if default is None or default.status == "pass" else f" (default: {default.status or 'missing'})")
-    if "default" not in passing:
+    if default is None or "default" not in passing:
         if default is None:  # nothing to beat: name the variant and its variables, advise nothing
             return f"{best} ({_variables(passing[best])}; default not run)"
         text = f"{best}: set {_variables(passing[best])} (default: {default.status or 'missing'})"
@@ -286,13 +286,13 @@ def render(data: RunData) -> str:
             matched.setdefault((found.hint.id, found.caveat), (found, []))[1].append(cell_id)
     if matched:
         lines += ["", "## Known issues that match", ""]
-        for found, cells in matched.values():
+        for found, ids in matched.values():
             hint = found.hint
-            listed = esc(f"{len(cells)} cell(s): {', '.join(f'`{c}`' for c in cells[:6])}{' …' if len(cells) > 6 else ''}")
-            head = (f"**{esc(hint.title)}** ({listed})" if found.certain
-                    else f"Possibly: **{esc(hint.title)}** ({listed}; {found.caveat})")
+            listed = esc(f"{len(ids)} cell(s): {', '.join(f'`{c}`' for c in ids[:6])}{' …' if len(ids) > 6 else ''}")
+            title = (f"**{esc(hint.title)}** ({listed})" if found.certain
+                     else f"Possibly: **{esc(hint.title)}** ({listed}; {found.caveat})")
             fix = f" Fix: {esc(hint.fix)}" if hint.fix else ""
-            lines.append(f"- {head}. {esc(hint.explanation)}{fix} [{esc(hint.link)}]({esc(hint.link)})")
+            lines.append(f"- {title}. {esc(hint.explanation)}{fix} [{esc(hint.link)}]({esc(hint.link)})")
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
         record = data.records[cell_id]
@@ -375,16 +375,17 @@ def _nodes(record: CellRecord) -> str | None:
 
 def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, CellRecord] | None = None,
             ref: int | None = None) -> list[str]:
-    lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(record.status, record.status)}: {esc(record.reason or '')}"
+    status = record.status or "missing"
+    lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(status, status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
     fp = record.fingerprint
     facts = [("NCCL variables", " ".join(assignment(k, v) for k, v in record.env.items()) or "none"),
              ("NCCL compiled / loaded", f"{fp.nccl_compiled or '?'} / {fp.nccl_loaded or '?'}"
               if fp and not record.cell.is_cpu else None),
              ("torch / Accelerate", f"{fp.torch} / {fp.accelerate}" if fp else None),
-             ("NCCL variables the launcher changed", ", ".join(f"{k}: {shown(k, c.expected) or 'unset'} → {shown(k, c.actual) or 'unset'}"
-                                                            for k, c in record.launcher_changes.items())
-              or "none" if fp else None),
+             ("NCCL variables the launcher changed",
+              ", ".join(f"{k}: {shown(k, c.expected) or 'unset'} → {shown(k, c.actual) or 'unset'}"
+                        for k, c in record.launcher_changes.items()) or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
              ("nodes", _nodes(record)),
              ("attempts", str(record.attempt_count)),

@@ -13,15 +13,16 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import owner
-from .errors import HarnessError, WriteError
 from .codec import shown
+from .errors import HarnessError, WriteError
 from .record import CellRecord, RunFacts
 
 SCHEMA_VERSION = 1
@@ -89,7 +90,8 @@ def run_dir(results: Path, run_id: str) -> Path:
     except OSError as exc:
         if exc.errno in _NOT_A_FOLDER:  # a typo, not a disk problem: bad input
             raise HarnessError(
-                f"--results {results}: {path} cannot write there: not a folder ({exc.strerror}). Fix: pass a folder path with --results."
+                f"--results {results}: {path} cannot write there: not a folder ({exc.strerror}). "
+                "Fix: pass a folder path with --results."
             ) from None
         raise write_error(exc.filename or path, exc) from None
     return path
@@ -302,7 +304,8 @@ def load_run(path: Path) -> RunData:
     wrong: list[str] = []
     expected = list(RunFacts.from_json(run, wrong).cell_ids)  # run.json's `cells`: ids (early runs) or cell fields
     if wrong:
-        problems["run.json"] = _corrupt("run.json", "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""))
+        problems["run.json"] = _corrupt("run.json",
+                                        "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""))
     records: dict[str, CellRecord] = {}
     cells_dir = path / "cells"
     present = sorted(p.name for p in cells_dir.iterdir() if p.is_dir()) if cells_dir.is_dir() else []

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from . import launch, ladder, outcome, results, supervise
+from . import ladder, launch, outcome, results, supervise
 from .engines.base import CellSpec, Engine
 from .kinds import MEASURED, AttemptKind, ControlWhen
 from .matrix import Cell, Matrix
@@ -106,10 +106,10 @@ def run_cell(
     attempts: list[AttemptRecord] = []
     for attempt in range(1, opts.retries + 2):
         attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, attempt, "cell", on_event, on_start))
-        result = attempts[-1].outcome
-        assert result is not None
-        if result.status not in RETRYABLE or result.status == "interrupted":
+        status = _outcome(attempts[-1]).status
+        if status not in RETRYABLE or status == "interrupted":
             break
+    result = _outcome(attempts[-1])
     if control_due(cell, result, opts.control):
         # on_start is the caller's hold on the cell's own ranks (tests and benchmarks signal them): not the control's
         attempts.append(_attempt(engine, cell, m, opts, image, cell_dir, len(attempts) + 1, "control", on_event,
@@ -146,7 +146,8 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
         timeouts = m.rescue_timeouts.model_copy(update={"cell": min(m.rescue_timeouts.cell, left)})
         attempt = _attempt(engine, with_step(cell, step), replace(m, timeouts=timeouts), opts, image, cell_dir,
                            first + n, "rescue", on_event, lambda running: None)
-        shown = ladder.Step(step.name, tuple(sorted(shown_env(dict(step.env)).items())), step.why)  # as may be written down
+        shown = ladder.Step(step.name, tuple(sorted((k, v or "") for k, v in shown_env(dict(step.env)).items())),
+                            step.why)  # as may be written down
         done.append(attempt.replace(step=shown))
         assert attempt.outcome is not None
         if attempt.outcome.status in MEASURED or _interrupted([attempt]):
@@ -154,6 +155,13 @@ def _rescue(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str,
     last = done[-1].outcome if done else None
     return done, ladder.search_end(found, m.rescue_budget, len(done), last is not None and last.status in MEASURED,
                                    _interrupted(done))
+
+
+def _outcome(attempt: AttemptRecord) -> Outcome:
+    """The outcome of an attempt this run made: _attempt classifies every one."""
+    if attempt.outcome is None:
+        raise ValueError(f"attempt {attempt.attempt} of {attempt.raw.cell_id} was recorded without an outcome")
+    return attempt.outcome
 
 
 def _attempt(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str, cell_dir: Path, attempt: int,
@@ -167,4 +175,4 @@ def _attempt(engine: Engine, cell: Cell, m: Matrix, opts: RunOptions, image: str
     raw = supervise.supervise(engine, spec, m.timeouts, on_event=on_event, on_start=on_start)
     result = outcome.classify(raw, m.min_busbw if kind == "cell" else None,
                               None if cell.stack.nccl_via == "bundled" else cell.stack.nccl)
-    return AttemptRecord(attempt, result, raw, tuple(spec.launch.argv))
+    return AttemptRecord(attempt=attempt, outcome=result, raw=raw, command=tuple(spec.launch.argv))

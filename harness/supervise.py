@@ -106,7 +106,7 @@ class Tracker:
     progress and last beat (host monotonic clock), and its phase_end events."""
 
     rank: int
-    state: RankState = RankState()
+    state: RankState = field(default_factory=RankState)
     last_progress: float = 0.0
     last_beat: float = 0.0
     phase_ends: dict[str, PhaseEnd] = field(default_factory=dict)
@@ -155,7 +155,7 @@ class Watch:
 
     def threshold(self, phase: str) -> float:
         phase = CONTROL_THRESHOLDS.get(phase, phase)
-        return getattr(self.timeouts, phase if phase in PHASES else "fingerprint")
+        return self.timeouts.of(phase if phase in PHASES else "fingerprint")
 
     def behind(self, now: float) -> dict[int, str]:
         lead = phase_index(self.phase())
@@ -177,7 +177,8 @@ class Watch:
         phase = self.phase()
         if now - self.started > self.timeouts.cell:
             behind = self.behind(now)
-            return Stall(phase, self.timeouts.cell, now - self.last_progress(), tuple(behind), behind, cap=True)
+            return Stall(phase=phase, threshold=self.timeouts.cell, since_progress=now - self.last_progress(),
+                         ranks_behind=tuple(behind), why_behind=behind, cap=True)
         if self.all_finished():
             phase = "teardown"  # every rank reported; waiting for the launcher to exit
         threshold = self.threshold(phase)
@@ -185,7 +186,7 @@ class Watch:
         if since <= threshold:
             return None
         behind = self.behind(now)
-        return Stall(phase, threshold, since, tuple(behind), behind)
+        return Stall(phase=phase, threshold=threshold, since_progress=since, ranks_behind=tuple(behind), why_behind=behind)
 
     def last_progress(self) -> float:
         return max((s.last_progress for s in self.states.values()), default=self.started)

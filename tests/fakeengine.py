@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from harness import launch as launch_mod
 from harness.engines.base import CellSpec, Check, Stop

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import typing
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def test_phases_and_error_classes_come_from_the_workload_and_the_control():
 def test_every_module_uses_the_record_sets():
     assert outcome.STATUSES is record.STATUSES and outcome.ERROR_CLASSES is record.ERROR_CLASSES
     assert outcome.RETRYABLE is record.RETRYABLE and outcome.Outcome is record.Outcome
-    assert matrix.LAUNCHERS is record.LAUNCHERS
+    assert typing.get_args(matrix.Launcher) == record.LAUNCHERS  # the launchers a matrix takes: the one declaration
     assert hints.PHASES is record.PHASES and hints.STATUSES is record.STATUSES and hints.ERROR_CLASSES is record.ERROR_CLASSES
     assert supervise.RawAttempt is record.RawAttempt and supervise.Stall is record.Stall
     assert set(report.SYMBOLS) == {*record.STATUSES, "missing"}

@@ -116,12 +116,12 @@ class Engine(Protocol):
         """Whether the cells run in images the harness builds (then `builder` builds them)."""
 
     @property
-    def builder(self) -> "DockerClient | None":
+    def builder(self) -> DockerClient | None:
         """The Docker client that builds the cells' images (connected on first use: InfraError when no
         engine answers); None for an engine whose cells run on the nodes' own stack."""
 
     @property
-    def client(self) -> "DockerClient | None":
+    def client(self) -> DockerClient | None:
         """The Docker client this engine has connected already, if any: the reaper's sweep reuses it
         instead of connecting again. Never connects."""
 
@@ -132,14 +132,14 @@ class Engine(Protocol):
         """Everything this engine needs for a run, for `invoke doctor` (slurm: `results_dir` is where the
         nodes' probe job writes, to check that every node sees it)."""
 
-    def preflight(self, progress: "Progress") -> None:
+    def preflight(self, progress: Progress) -> None:
         """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""
 
-    def check_results(self, run: Path, progress: "Progress") -> None:
+    def check_results(self, run: Path, progress: Progress) -> None:
         """Raise InfraError when the ranks cannot write into the run folder where this host reads it
         (slurm: a folder not shared by every node); one machine's engines have nothing to check."""
 
-    def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
+    def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
         """The cells this engine runs for a selection (the host engine: on its own stack)."""
 
     def image_id(self, tag: str) -> str:
@@ -149,7 +149,7 @@ class Engine(Protocol):
         """The NCCL_/TORCH_/CUDA_/ACCELERATE_ variables a cell starts with here (the host's environment,
         or the image's ENV), secrets masked."""
 
-    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> Launch:
         """The cell's launcher command, in the engine's own paths and ports; `control`: the NCCL-only
         control's instead of the workload's (launch.control_launch), with the same launcher and variables."""

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 
+
 def _environ(pid):
     with open(f"/proc/{pid}/environ", "rb") as fh:
         pairs = [v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v]
@@ -85,7 +86,7 @@ def collect(tag, out):
     pids = rank_pids(out)
     ranks = {p["rank"]: p for p in processes if p["rank"] in pids and p["inner_pid"] == pids[p["rank"]]}
     spy, dumps = py_spy(), {}
-    for rank, p in sorted(ranks.items()):
+    for _rank, p in sorted(ranks.items()):
         try:
             os.kill(p["pid"], signal.SIGUSR1)
         except OSError:

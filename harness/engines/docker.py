@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import launch as launch_mod
 from .. import proc
@@ -41,7 +42,7 @@ class DockerEngine:
         self._stop = Stop()
 
     @classmethod
-    def connect(cls, timeout: int = 10) -> "DockerEngine":
+    def connect(cls, timeout: int = 10) -> DockerEngine:
         """Connect or raise InfraError with the way out."""
         return cls(DockerClient.connect(timeout=timeout))
 
@@ -60,17 +61,17 @@ class DockerEngine:
         found = self.client.facts()
         return {"name": self.name} if found is None else {"name": self.name, **found}
 
-    def check_results(self, run: Path, progress: "Progress") -> None:
+    def check_results(self, run: Path, progress: Progress) -> None:
         return None  # the containers run on this machine, the run folder mounted into them
 
-    def preflight(self, progress: "Progress") -> None:
+    def preflight(self, progress: Progress) -> None:
         disk = self.disk_check()
         if not disk.ok:
             if disk.blocking:
                 raise InfraError(f"disk for images: {disk.detail}. Fix: {disk.fix}.")
             progress.say(f"warning: disk for images: {disk.detail} ({disk.fix})")
 
-    def cells(self, m: "Matrix", selected: list["Cell"], progress: "Progress") -> list["Cell"]:
+    def cells(self, m: Matrix, selected: list[Cell], progress: Progress) -> list[Cell]:
         return selected
 
     def image_id(self, tag: str) -> str:
@@ -79,7 +80,7 @@ class DockerEngine:
     def inherited_env(self, image: str) -> dict[str, str]:
         return image_env(self.client, image)
 
-    def launch(self, cell: "Cell", m: "Matrix", *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
+    def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         # inside the container: the image's workload (and control, beside it: images/_install.j2 copies the
         # folder), the results folder mounted at /out, its own network
@@ -91,7 +92,7 @@ class DockerEngine:
         return container_config(spec).docker_run()
 
     @contextmanager
-    def start(self, spec: CellSpec) -> Iterator["DockerRunning"]:
+    def start(self, spec: CellSpec) -> Iterator[DockerRunning]:
         """Start the cell's container with what NCCL needs in containers; removed on every path out."""
         config = container_config(spec)
         spec.out_dir.mkdir(parents=True, exist_ok=True)

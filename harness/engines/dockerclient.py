@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import docker
 import docker.errors
@@ -119,7 +120,7 @@ class DockerClient:
         self._sdk = sdk
 
     @classmethod
-    def connect(cls, timeout: int = 10) -> "DockerClient":
+    def connect(cls, timeout: int = 10) -> DockerClient:
         """Connect or raise InfraError with the way out."""
         try:
             sdk = docker.from_env(timeout=timeout)

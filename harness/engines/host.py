@@ -12,20 +12,19 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-from .. import CACHE_DIR, WORKLOAD_DIR
+from .. import CACHE_DIR, WORKLOAD_DIR, owner, proc
 from .. import launch as launch_mod
-from .. import owner, proc
 from ..errors import HarnessError, InfraError
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check, Stop
-
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
 

@@ -47,7 +47,8 @@ def node_step(runtime: str, spec: CellSpec, owner_marker: str, passthrough: tupl
                          f"--container-mounts={spec.out_dir}:{launch_mod.CONTAINER_OUT}",
                          f"--container-workdir={WORKDIR}"), spec.launch.argv)
     config = replace(container_config(spec), network="host", init=True, labels=labels(spec, owner_marker),
-                     passthrough=(*passthrough, *PLACEMENT_VARS, *(("CUDA_VISIBLE_DEVICES",) if spec.launch.device == "cuda" else ())),
+                     passthrough=(*passthrough, *PLACEMENT_VARS,
+                                  *(("CUDA_VISIBLE_DEVICES",) if spec.launch.device == "cuda" else ())),
                      gpus=())
     devices = GPU_DEVICES[runtime] if spec.launch.device == "cuda" else ()
     return NodeStep((), tuple(config.run_argv(runtime, devices)))

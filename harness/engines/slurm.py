@@ -6,7 +6,8 @@ the host engine does. The ranks write their events into the attempt's folder, wh
 
 The job's state comes from `scontrol show job` (accounting storage, and so `sacct`, is often not
 configured); the job is cancelled with `scancel` and waited for until Slurm no longer lists it
-(slurmjob.py: the job from this host, and its Running handle). Jobs are named nccl-harness-<run>-<cell> and carry the harness's owner marker in their comment, so that the
+(slurmjob.py: the job from this host, and its Running handle). Jobs are named nccl-harness-<run>-<cell>
+and carry the harness's owner marker in their comment, so that the
 watchdog and the sweep (harness/reaper.py) cancel the jobs of a harness that died.
 With --node-runtime docker|podman|pyxis the ranks run in the cell's image on each node (noderuntime.py);
 forensics of a hung cell are taken on every node by collector.py through `srun --jobid=J --overlap`.
@@ -21,10 +22,11 @@ import shlex
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import launch as launch_mod
 from .. import owner, proc, results
@@ -37,9 +39,25 @@ from .docker import image_env
 from .dockerclient import DockerClient
 from .host import TOKEN_VAR, HostEngine, cell_env, env_line, kill_surely, own_stack_cells
 from .noderuntime import CONTAINED, RUNTIMES, NodeStep, node_step, remove_line
-from .slurmjob import (CANCEL_WAIT_S, COLLECT_S, COLLECTOR, ENDED, FIX, JOB_PREFIX, NEVER_STARTS, PENDING_LIMIT_S,
-                       STATE_POLL_S, SlurmRunning, batch_script, cancel, exit_code, job_name, parse_job, queued,
-                       started)
+from .slurmjob import (
+    CANCEL_WAIT_S,
+    COLLECT_S,
+    COLLECTOR,
+    ENDED,
+    FIX,
+    JOB_PREFIX,
+    NEVER_STARTS,
+    PENDING_LIMIT_S,
+    STATE_POLL_S,
+    SlurmRunning,
+    batch_script,
+    cancel,
+    exit_code,
+    job_name,
+    parse_job,
+    queued,
+    started,
+)
 
 __all__ = ["SlurmEngine", "SlurmOptions", "Probe", "runtime_answer", "RUNTIME_PROBE", "PROBE_S",
            # the job's own (slurmjob.py), named here too: reaper.py and the tests reach them as slurm.X
@@ -116,7 +134,7 @@ class SlurmOptions:
     runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
     jobs: int = 1  # --jobs: cells running at the same time, each its own job (pipeline._run_together)
 
-    def check(self) -> "SlurmOptions":
+    def check(self) -> SlurmOptions:
         if self.nodes < 1:
             raise HarnessError(f"--nodes {self.nodes}: must be at least 1. Fix: e.g. --nodes 2.")
         if self.runtime not in RUNTIMES:

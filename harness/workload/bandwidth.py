@@ -188,15 +188,17 @@ def _measure_size(state: Any, nbytes: int, iters: int, warmup: int, trials: int,
     for _ in range(trials):  # every trial is progress: a large size on gloo takes minutes in all
         eager.append(_eager_loop(state, buf, iters))
         progress(nbytes)
-    timing, timed = "eager", None
+    timing = "eager"
+    timed: Optional[Callable[[], float]] = None
     if state.device == "cuda":
         timing, timed = "nccl", _nccl_loop(state, buf, iters)
         if timed is None:
             timing, timed = "cuda-graph", _graph(state, buf, iters)
-    device_timed = []
-    for _ in range(trials if timed is not None else 0):
-        device_timed.append(timed())
-        progress(nbytes)
+    device_timed: List[float] = []
+    if timed is not None:
+        for _ in range(trials):
+            device_timed.append(timed())
+            progress(nbytes)
 
     # every timing is the max over ranks: the slowest rank decides, as in nccl-tests
     times = torch.tensor(eager + device_timed + [first_call], dtype=torch.float64, device=state.torch_device)
