@@ -326,6 +326,7 @@ class Placement(Model):
     gpu: Str | None = None  # the CUDA_VISIBLE_DEVICES entry of its local rank; None on CPU
     job_id: Str | None = None  # Slurm's job and step, where it ran in one
     step: Str | None = None
+    cpus: Str | None = None  # the CPUs it may run on (its affinity), as taskset writes them: "0-7,16-23"
 
 
 class RankResult(_Written):

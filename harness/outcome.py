@@ -234,8 +234,9 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
         return _fail(raw, "teardown", "launcher", f"every rank finished but the launcher exited with {raw.exit_code}")
     busbw = max((s.largest_busbw_gbs for s in finished), default=0)
     if len(finished) == 1:
-        return Outcome(status="pass", reason="one rank: every phase passed (bus bandwidth needs two or more ranks)",
-                       seconds=seconds)
+        # the one-GPU H200 machine: each phase passed, and nothing crossed from one GPU to another
+        return Outcome(status="pass", reason="one rank: every phase passed; no GPU-to-GPU (or rank-to-rank) path was "
+                       "exercised, so there is no bus bandwidth (it needs two or more ranks)", seconds=seconds)
     if min_busbw is not None and busbw < min_busbw:
         return Outcome(status="slow", reason=f"busbw {busbw:.2f} GB/s at the largest size, below the {min_busbw:g} GB/s floor",
                        seconds=seconds, phase="bandwidth", error_class=None, detail={"busbw_gbs": busbw, "min_busbw": min_busbw})

@@ -363,6 +363,13 @@ def _origins(record: CellRecord) -> str:
     return "; ".join(f"{origin}: {' '.join(groups[origin])}" for origin in order if origin in groups) or "none"
 
 
+def _affinity(record: CellRecord) -> str | None:
+    """The CPUs each rank could run on (ranks pinned to the wrong NUMA node are a known slow path)."""
+    cpus = {rank: state.placement.cpus for rank, state in sorted(record.last_raw.rank_states.items())
+            if state.placement and state.placement.cpus}
+    return "; ".join(f"rank {rank}: {c}" for rank, c in cpus.items()) or None
+
+
 def _nodes(record: CellRecord) -> str | None:
     """Each node with its ranks, and for ranks on several nodes NCCL's transport between them (its log)."""
     nodes = record.nodes
@@ -388,6 +395,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
                         for k, c in record.launcher_changes.items()) or "none" if fp else None),
              ("variables by origin", _origins(record) if fp else None),
              ("nodes", _nodes(record)),
+             ("CPU affinity", _affinity(record)),
              ("attempts", str(record.attempt_count)),
              ("NCCL alone", control_text(record)),
              ("rescue search", rescue_text(record, row or {}, ref)),

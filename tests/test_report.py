@@ -229,6 +229,19 @@ def test_the_cell_detail_lists_the_nodes_and_nccls_transport_between_them():
     assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- nodes")]
 
 
+def test_the_cell_detail_lists_each_ranks_cpu_affinity_where_the_rank_said_it():
+    from .test_hints import make_record
+    data = make_record(status="pass", phase=None, reason="busbw")
+    raw = data["attempts"][-1]["raw"]
+    raw["ranks"] = {"0": {"phase": "teardown", "placement": {"node": "n", "cpus": "0-7"}},
+                    "1": {"phase": "teardown", "placement": {"node": "n", "cpus": "8-15,24"}}}
+    rec = CellRecord.from_json(data)
+    assert [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- CPU")] == [
+        "- CPU affinity: rank 0: 0-7; rank 1: 8-15,24"]
+    del raw["ranks"]["0"]["placement"]["cpus"], raw["ranks"]["1"]["placement"]  # records from before it: no line
+    assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- CPU")]
+
+
 @pytest.mark.parametrize("engine, base, rerun", [
     ({"name": "slurm", "flags": ["--engine", "slurm", "--nodes=2", "--partition=gpu", "--slurm-arg=--exclusive"]},
      "host", "--engine slurm --nodes=2 --partition=gpu --slurm-arg=--exclusive --only"),

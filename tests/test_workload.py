@@ -133,6 +133,18 @@ def _assert_bandwidth(events: list[dict], world: int) -> None:
         assert row["wrong"] == 0 and row["timing"] == "eager" and row["eager_us"] > 0
 
 
+def test_a_rank_says_the_cpus_it_may_run_on_as_taskset_writes_them(tmp_path: Path) -> None:
+    main = _load("main")
+    assert main.cpu_ranges([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11" and main.cpu_ranges([]) == ""
+    out = tmp_path / "out"
+    cpus = sorted(os.sched_getaffinity(0))[:1]  # the rank really pinned to one CPU, as taskset does
+    proc = _run(["taskset", "-c", str(cpus[0]), sys.executable, str(RUN_PY), "--out", str(out), "--skip-bandwidth"]
+                + FAST, _env(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    start = _one([json.loads(line) for line in (out / "events-rank0.jsonl").read_text().splitlines()], "start")
+    assert start["placement"]["cpus"] == str(cpus[0])
+
+
 def test_a_bandwidth_row_is_the_median_trial_with_its_spread() -> None:
     bw = _load("bandwidth")
     row = bw.bandwidth_row(1 << 20, 20, [2e-4, 1e-4, 4e-4], 0.01, 2, eager_s=[3e-4, 5e-4, 4e-4], timing="cuda-graph")

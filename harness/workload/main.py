@@ -291,8 +291,27 @@ def placement(local_rank: int, environ: Mapping[str, str] = os.environ) -> Dict[
     visible = [g for g in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     found = {"node": environ.get("SLURMD_NODENAME") or socket.gethostname(),
              "gpu": visible[local_rank] if 0 <= local_rank < len(visible) else "",
-             "job_id": environ.get("SLURM_JOB_ID", ""), "step": environ.get("SLURM_STEP_ID", "")}
+             "job_id": environ.get("SLURM_JOB_ID", ""), "step": environ.get("SLURM_STEP_ID", ""),
+             "cpus": cpu_ranges(_affinity())}
     return {k: v for k, v in found.items() if v}
+
+
+def _affinity() -> List[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return []
+
+
+def cpu_ranges(cpus: List[int]) -> str:
+    """The CPUs a rank may run on as taskset writes them: [0, 1, 2, 3, 8] -> "0-3,8"."""
+    spans: List[List[int]] = []
+    for cpu in sorted(set(cpus)):
+        if spans and cpu == spans[-1][1] + 1:
+            spans[-1][1] = cpu
+        else:
+            spans.append([cpu, cpu])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in spans)
 
 
 def run_rank(args: Any, runner: Callable[..., Runner]) -> int:
