@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import engines, images, matrix, outcome, runner, selection, supervise  # noqa: E402
+from harness import engines, images, matrix, matrixfile, outcome, runner, selection, supervise  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 
 from common import stop_rank  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> int:
     path = args.matrix or (matrix.DEFAULT_GPU_MATRIX if gpus else matrix.DEFAULT_CPU_MATRIX)
     m = matrix.load(path)
     t = args.threshold
-    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrixfile.Timeouts(
         fingerprint=max(60, t), init=t, prepare=t, step=t, check=t, bandwidth=t, teardown=max(30, t), cell=600)})
     engine = engines.choose(args.engine, Progress())
     cell = next(c for c in engine.cells(m, list(m.runnable), Progress()) if c.launcher == "accelerate")

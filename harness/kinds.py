@@ -28,7 +28,7 @@ WorkloadPhase = Literal[WORKLOAD_PHASES]  # type: ignore[valid-type]
 _PHASES = (STARTUP, *WORKLOAD_PHASES, *CONTROL_PHASES)
 Phase = Literal[_PHASES]  # type: ignore[valid-type]
 PHASES: tuple[str, ...] = get_args(Phase)
-# The stall threshold (a matrix.Timeouts field) each control phase is held to: loading the libraries,
+# The stall threshold (a matrixfile.Timeouts field) each control phase is held to: loading the libraries,
 # creating and destroying the communicator are init's kind of work; the sweep is the bandwidth phase's.
 CONTROL_THRESHOLDS: dict[str, str] = {"nccl-load": "init", "nccl-init": "init", "nccl-allreduce": "bandwidth",
                                       "nccl-teardown": "init"}

@@ -1,5 +1,6 @@
-"""matrix.yaml: its schema, validation with errors a person can act on, and the pure expansion into
-cells (stacks x NCCL variants x launchers), GitHub-Actions style, with impossible stacks kept as `n/a`.
+"""matrix.yaml: validation with errors a person can act on (its schema is harness/matrixfile.py), and the
+pure expansion into cells (stacks x NCCL variants x launchers), GitHub-Actions style, with impossible stacks
+kept as `n/a`.
 """
 
 from __future__ import annotations
@@ -9,23 +10,21 @@ import fnmatch
 import hashlib
 import itertools
 import math
-import os
 import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, ValidationError
+from pydantic import ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
 from .errors import FileError, HarnessError
-from .kinds import Launcher
 from .ladder import DEFAULT as DEFAULT_LADDER
 from .ladder import Budget, Step
+from .matrixfile import MatrixFile, RescueTimeouts, Timeouts
 from .yamlfile import Ctx, plain
-from .yamlfile import Strict as _Strict
 
 IMAGES_DIR = REPO_ROOT / "images"
 DEFAULT_GPU_MATRIX = REPO_ROOT / "matrix.yaml"
@@ -61,140 +60,15 @@ _SIZE_RE = re.compile(r"^([0-9]+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _TEMPLATE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
-# Bounds on every number, checked when the file is loaded (so `invoke list` and `--dry-run` refuse too).
+# Bounds on every number, checked when the file is loaded (so `invoke list` and `--dry-run` refuse too;
+# those of timeouts, ranks and list entries are harness/matrixfile.py's).
 # Issue 14: `sizes: [0]`, `[-4096]` and "999999T" each became a cell FAIL explained only in launcher.log,
 # `init: .inf` an OverflowError when the cell was launched, `ranks: true` one rank, `ranks: 10000` was
 # accepted.
 MIN_SIZE = 4  # one float32 element: the sweep all-reduces float32 buffers (harness/workload/bandwidth.py)
 MAX_SIZE = 32 << 30  # one buffer of this size per rank: fits any 40 GB+ GPU; raise it here for larger ones
-MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds: a week, for the cell cap and every stall threshold
-MAX_RANKS = 256  # absolute cap on CPU ranks, whatever the host
-RANKS_PER_CPU = 4  # gloo ranks share the CPUs; beyond 4 per CPU they only thrash (and each holds torch, ~0.5 GB)
 MAX_STACKS = 500  # stacks (= images, several GB each) one matrix may expand to
 MAX_CELLS = 2000  # cells one matrix may expand to (cells run one at a time: 2000 is days of work)
-MAX_ENTRIES = 100  # entries of each include/exclude list (cells x exclude entries are matched by glob)
-
-
-# ---------------------------------------------------------------- schema (pydantic, unknown keys rejected)
-
-
-def timeout_problem(seconds: float) -> str | None:
-    """Why a number of seconds is not a usable timeout (None when it is): finite, above 0, at most a week."""
-    if math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT:
-        return None
-    return f"{seconds:g} s is not a usable timeout: it must be a number of seconds above 0 and at most {MAX_TIMEOUT:.0f} (a week)"
-
-
-def _seconds(value: float) -> float:
-    problem = timeout_problem(value)
-    if problem:
-        raise yamlfile.bad(problem + ".", "write a number of seconds, e.g. 90.")
-    return value
-
-
-def _no_bool(value: Any) -> Any:
-    """Literal[1] takes True for 1; a version is a number, never a boolean."""
-    if isinstance(value, bool):
-        raise yamlfile.bad(f"is the boolean {value}; the schema version is a number.", "write `version: 1`.")
-    return value
-
-
-def _ranks(value: int) -> int:
-    problem = ranks_problem(value)
-    if problem:
-        raise yamlfile.bad(problem + ".", f"write e.g. `ranks: 2` (at most {max_ranks()} on this host).")
-    return value
-
-
-# strict: YAML's true/false are never numbers (`ranks: true` was one rank), "90" is not 90.
-Seconds = Annotated[float, Field(strict=True), AfterValidator(_seconds)]
-Count = Annotated[int, Field(strict=True)]
-
-
-class Timeouts(_Strict):
-    """Seconds without progress after which a phase counts as hung; `cell` is the hard cap."""
-
-    fingerprint: Seconds = 120
-    init: Seconds = 90
-    prepare: Seconds = 120
-    step: Seconds = 60
-    check: Seconds = 60
-    bandwidth: Seconds = 120
-    teardown: Seconds = 30
-    cell: Seconds = 1800
-
-    def of(self, phase: str) -> float:
-        """The threshold of a workload phase (PHASES) or of the cell's hard cap ("cell")."""
-        value: float = getattr(self, phase)
-        return value
-
-
-class Bandwidth(_Strict):
-    sizes: list[StrictInt | StrictStr] = Field(["8K", "64K", "1M", "16M", "256M", "1G"], max_length=64)
-    iters: Count = Field(20, ge=1, le=100_000)
-    warmup: Count = Field(5, ge=0, le=100_000)
-    # timed trials per size: every figure is the median with its min-max over the trials
-    trials: Count = Field(5, ge=1, le=100)
-    # a passing cell whose busbw at the largest size is below this (GB/s) is `slow`
-    min_busbw: float | None = Field(None, gt=0, le=1_000_000, strict=True, allow_inf_nan=False)
-
-
-class RescueTimeouts(Timeouts):
-    """Stall thresholds of rescue attempts: shorter than a cell's where a healthy attempt is quick, so a
-    ladder of steps that hang costs minutes, not hours. A healthy GPU attempt stays well inside them: on
-    2x H200 a whole 2-GPU cell takes about 10 to 11 s (docs/benchmarks.md 4d), NCCL init and DDP's first
-    broadcast a few seconds of that; startup (imports, CUDA init) keeps fingerprint's 120 s and the sweep bandwidth's
-    120 s per size (1 GiB over sockets is about 50 s a size at 2.8 GB/s, and a rescue may force sockets)."""
-
-    init: Seconds = 30
-    prepare: Seconds = 30
-    step: Seconds = 30
-    check: Seconds = 30
-    cell: Seconds = 600
-
-
-class RescueStepDef(_Strict):
-    name: str
-    env: dict[str, str | StrictInt] = Field(min_length=1)
-    why: str = Field(min_length=1)
-
-
-class RescueDef(_Strict):
-    """`rescue:`: the ladder (replacing DEFAULT_LADDER), the budget of one cell's search, its thresholds."""
-
-    steps: list[RescueStepDef] | None = Field(None, min_length=1, max_length=MAX_ENTRIES)
-    attempts: Count = Field(Budget.attempts, ge=1, le=1000)
-    seconds: Seconds = Budget.seconds
-    timeouts: RescueTimeouts = RescueTimeouts()
-
-
-class VariantDef(_Strict):
-    env: dict[str, str | StrictInt] = {}
-    description: str = ""
-
-
-class Define(_Strict):
-    variants: dict[str, VariantDef] = {}
-
-
-class StackAxes(_Strict):
-    matrix: dict[str, list[str]] = {}
-    include: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
-    exclude: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
-
-
-class MatrixFile(_Strict):
-    version: Annotated[Literal[1], BeforeValidator(_no_bool)] = 1
-    description: str = ""
-    stacks: StackAxes
-    variants: list[str] = ["default"]
-    launchers: list[Launcher] = ["accelerate"]
-    exclude: list[dict[str, str]] = Field([], max_length=MAX_ENTRIES)
-    define: Define = Define()
-    timeouts: Timeouts = Timeouts()
-    bandwidth: Bandwidth = Bandwidth()
-    ranks: Annotated[Count, AfterValidator(_ranks)] = Field(2, description="ranks of a CPU cell")
-    rescue: RescueDef = RescueDef()
 
 
 # ---------------------------------------------------------------- values the rest of the harness uses
@@ -377,19 +251,6 @@ def _size(value: int | str, loc: tuple, ctx: Ctx) -> int:
                         f"element) and at most {MAX_SIZE >> 30}G (one buffer of it on every rank).",
                         'write e.g. "8K" or "1G" (raise matrix.MAX_SIZE for GPUs that hold more).')
     return size
-
-
-def max_ranks() -> int:
-    """The CPU ranks this host may run: RANKS_PER_CPU per CPU this process may use, at most MAX_RANKS."""
-    return min(MAX_RANKS, RANKS_PER_CPU * len(os.sched_getaffinity(0)))
-
-
-def ranks_problem(ranks: int) -> str | None:
-    """Why a number of CPU ranks cannot run here (None when it can)."""
-    if 1 <= ranks <= max_ranks():
-        return None
-    return (f"{ranks} ranks cannot run here: at least 1 and at most {max_ranks()} "
-            f"({RANKS_PER_CPU} per CPU of this host's {len(os.sched_getaffinity(0))}, never more than {MAX_RANKS})")
 
 
 def _parse_nccl(text: str) -> tuple[str, str]:
@@ -602,40 +463,3 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
         rescue_timeouts=spec.rescue.timeouts,
     )
 
-
-# ---------------------------------------------------------------- selection (--only / --exclude)
-
-
-@dataclass(frozen=True)
-class Filter:
-    """A glob on the cell id, or `key=glob` on one cell field."""
-
-    pattern: str
-    key: str = "id"
-
-    def __call__(self, cell: Cell) -> bool:
-        return fnmatch.fnmatchcase(cell.fields()[self.key], self.pattern)
-
-
-def parse_filter(text: str, flag: str) -> Filter:
-    """Parse one --only/--exclude value; a malformed one is a HarnessError naming the flag."""
-    if "=" not in text:
-        if not text.strip():
-            raise HarnessError(f"{flag} '': an empty filter. Fix: give a glob on the cell id or key=value.")
-        return Filter(text)
-    key, _, value = text.partition("=")
-    if key not in FILTER_KEYS:
-        hint = difflib.get_close_matches(key, FILTER_KEYS, n=1)
-        raise HarnessError(
-            f"{flag} '{text}': `{key}` is not a cell key. Fix: "
-            + (f"did you mean `{hint[0]}`? " if hint else "")
-            + f"use one of: {', '.join(FILTER_KEYS)} (e.g. {flag} torch=2.5.*), or a glob on the cell id."
-        )
-    if not value:
-        raise HarnessError(f"{flag} '{text}': no value after '='. Fix: write {key}=VALUE (globs allowed).")
-    return Filter(value, key)
-
-
-def select(cells: typing.Iterable[Cell], only: typing.Sequence[Filter] = (), exclude: typing.Sequence[Filter] = ()) -> list[Cell]:
-    """Cells matching any --only (all when none) and no --exclude, in matrix order."""
-    return [c for c in cells if (not only or any(f(c) for f in only)) and not any(f(c) for f in exclude)]

@@ -14,12 +14,10 @@ record.json (schema 1; `CellRecord.to_json` writes exactly this layout, `results
                    "step": {name, env, why} (rescue attempts only: the ladder step it ran with)}],
      "rescue_search": {why, untried, attempts, seconds} (only where a rescue search ran: why it stopped)}
 
-`from_json` reads older and partial records (a missing field is None or empty) and raises RecordError
-for JSON of the wrong shape (a field of the wrong type, an unknown status), which results.load_run
-reports as a corrupt record. Inside a raw attempt the evidence is kept as recorded (the workload's
-fingerprint and bandwidth payloads, rank summaries, NCCL log summaries) and read through tolerant
-views (Fingerprint, BandwidthRow, NcclSummary, RankSummary, Stall): a fact that is missing or of the
-wrong type reads as None or empty, never as an exception.
+Every part is a codec.Model: `from_json` reads older and partial records (a missing field is its
+default) and raises RecordError for JSON of the wrong shape (a field of the wrong type, an unknown
+status), which results.load_run reports as a corrupt record; `to_json` writes the layout above. The
+cell's fields are in cellfields.py (run.json lists them too), run.json's facts in runfacts.py.
 """
 
 from __future__ import annotations
@@ -28,22 +26,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from .codec import Model, RecordError, Seconds, Str, Text, ints, one_of, shown
-from .evidence import (
-    BandwidthRow,
-    EnvChange,
-    Fingerprint,
-    NcclSummary,
-    PeerAccess,
-    Placement,
-    RankError,
-    RankState,
-    RawAttempt,
-    Stall,
-    ranges_apart,
-)
+from .cellfields import CellFields, ImageRef
+from .codec import Model, RecordError, Seconds, Str, Text, ints, one_of
+from .evidence import NcclSummary, Placement, RankError, RankState, RawAttempt, Stall
 from .kinds import (
     BUILD_STATUSES,
     CONTROL_ERROR_CLASSES,
@@ -77,6 +64,7 @@ from .kinds import (
     WorkloadPhase,
 )
 from .ladder import Budget, SearchEnd, Step
+from .payloads import BandwidthRow, EnvChange, Fingerprint, PeerAccess, ranges_apart
 from .workload.redact import shown_env
 
 # Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
@@ -102,73 +90,6 @@ class Outcome(Model):
     @classmethod
     def from_json(cls, data: Any, where: str = "outcome") -> Outcome:
         return cls.read(data, where)
-
-
-# ---------------------------------------------------------------- the cell
-class CellFields(Model):
-    """What a cell is (matrix.Cell.fields() as recorded); None where an older record lacks it. Keys this
-    harness does not know are kept as read."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    cuda: Str | None = None
-    torch: Str | None = None
-    accelerate: Str | None = None
-    nccl: Str | None = None  # "bundled" or the pinned version
-    base: Str | None = None
-    python: Str | None = None
-    torch_index: Str | None = None
-    template: Str | None = None
-    nccl_via: Annotated[NcclVia, one_of(NCCL_VIAS)] | None = None
-    stack: Str | None = None
-    variant: Str | None = None
-    launcher: Annotated[Launcher, one_of(LAUNCHERS)] | None = None
-    id: Str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        known = type(self).model_fields
-        return {k: v for k, v in super().to_json().items() if k not in known or v is not None}
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
-
-    @classmethod
-    def from_cell(cls, cell: Cell) -> CellFields:
-        return cls.read(cell.fields())
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "cell") -> CellFields:
-        return cls.read(data, where)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.cuda == "cpu"
-
-    @property
-    def is_host(self) -> bool:
-        """Ran on the host engine (the stack installed in the harness's own Python)."""
-        return self.base == "host"
-
-    def nccl_label(self, loaded: str | None = None, how: str | None = None) -> str:
-        """NCCL as loaded (when known), else as asked for, with how it got there (as the rank mapped it,
-        when known, else as the cell asked); gloo for CPU cells."""
-        if self.is_cpu:
-            return "gloo (CPU)"
-        via = how or self.nccl_via or "bundled"
-        version = loaded or (self.nccl if self.nccl not in (None, "bundled") else None)
-        return f"{version} ({via})" if version else via
-
-    def row_key(self, loaded: str | None = None, how: str | None = None) -> tuple[str, ...]:
-        """The report row this cell belongs to: CUDA, NCCL, torch, Accelerate, launcher."""
-        return (self.cuda or "?", self.nccl_label(loaded, how), self.torch or "?", self.accelerate or "?",
-                self.launcher or "accelerate")
-
-
-class ImageRef(Model):
-    """The image a cell ran in (docker engine)."""
-
-    tag: Str | None = None
-    id: Str | None = None
 
 
 class StepJson(Model):
@@ -539,107 +460,6 @@ def build_error(cell: Cell, build: BuildResult) -> CellRecord:
     return CellRecord.of(cell, Outcome(status="build-error", reason=build.reason, detail={"log": build.log}))
 
 
-# ---------------------------------------------------------------- run.json
-class EngineJson(Model):
-    name: Str | None = None
-    version: Str | None = None
-    runtimes: tuple[Str, ...] = ()
-    flags: tuple[Str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
-
-
-class HostJson(Model):
-    hostname: Str | None = None
-    os: Str | None = None
-    driver: Str | None = None
-    gpus: tuple[Str, ...] = ()  # GPU names on the host
-    harness_version: Str | None = None
-    git_commit: Str | None = None
-    engine: EngineJson | None = None
-
-
-class MatrixJson(Model):
-    path: Str | None = None
-    sha256: Str | None = None
-
-
-class RunJson(Model):
-    """The parts of run.json that reports read (the rest is for people); early run.json files held the
-    hostname only (as `host`) and their `cells` only ids."""
-
-    run_id: Str | None = None
-    started: Str | None = None
-    host: HostJson = HostJson()
-    engine: Str | None = None  # the engine's name, before host.engine
-    gpus: tuple[Str, ...] = ()  # the GPU ids the cells used (--gpus)
-    harness_version: Str | None = None
-    matrix: MatrixJson = MatrixJson()
-    cells: tuple[Any, ...] = ()  # ids (early runs) or CellFields, read one by one (RunFacts)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _hostname_only(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and isinstance(data.get("host"), str):
-            return {**data, "host": {"hostname": data["host"]}}
-        return data
-
-
-class RunFacts(Model):
-    """The facts of a run (run.json) that reports read; None where the file lacks them."""
-
-    run_id: str | None = None
-    started: str | None = None
-    hostname: str | None = None
-    os: str | None = None
-    driver: str | None = None
-    host_gpus: tuple[str, ...] = ()  # GPU names on the host
-    gpus: tuple[str, ...] = ()  # the GPU ids the cells used (--gpus)
-    engine: str | None = None
-    engine_version: str | None = None
-    engine_runtimes: tuple[str, ...] = ()
-    engine_flags: tuple[str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
-    harness_version: str | None = None
-    git_commit: str | None = None
-    matrix_path: str | None = None
-    matrix_sha256: str | None = None
-    cell_ids: tuple[str, ...] = ()  # every cell of the run, in order
-    cells: dict[str, CellFields] = {}  # id -> fields, where run.json has them
-
-    @classmethod
-    def from_json(cls, run: Any, problems: list[str] | None = None) -> RunFacts:
-        """Never raises: a fact of the wrong type reads as missing, and is said in `problems` when given
-        (results.load_run names run.json as corrupt with them)."""
-        seen: list[str] = []
-        if not isinstance(run, Mapping):
-            seen.append(f"run.json should be an object, not {shown(run)}")
-        data = RunJson.tolerant(run if isinstance(run, Mapping) else {}, seen)
-        ids: list[str] = []
-        cells: dict[str, CellFields] = {}
-        for i, entry in enumerate(data.cells):
-            where = f"cells[{i}]"
-            if isinstance(entry, str):
-                ids.append(entry)
-                continue
-            cell_id = entry.get("id") if isinstance(entry, Mapping) else None
-            if not isinstance(cell_id, str) or not cell_id:
-                seen.append(f"{where} has no cell id" if cell_id is None or cell_id == "" else
-                            f"{where}.id should be a string, not {shown(cell_id)}")
-                continue
-            ids.append(cell_id)
-            try:
-                cells[cell_id] = CellFields.read(entry, where)
-            except RecordError as exc:
-                seen.append(str(exc))
-        if problems is not None:
-            problems.extend(seen)
-        host, engine = data.host, data.host.engine or EngineJson(name=data.engine)
-        return cls(run_id=data.run_id, started=data.started, hostname=host.hostname, os=host.os, driver=host.driver,
-                   host_gpus=host.gpus, gpus=data.gpus, engine=engine.name, engine_version=engine.version,
-                   engine_runtimes=engine.runtimes, engine_flags=engine.flags,
-                   harness_version=host.harness_version or data.harness_version, git_commit=host.git_commit,
-                   matrix_path=data.matrix.path, matrix_sha256=data.matrix.sha256, cell_ids=tuple(dict.fromkeys(ids)),
-                   cells=cells)
-
-
 __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STARTUP", "WorkloadPhase", "Phase",
            "PHASES", "WORKLOAD_PHASES", "ErrorClass", "ERROR_CLASSES", "WORKLOAD_ERROR_CLASSES", "EndedBy", "ENDED_BY",
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
@@ -647,5 +467,5 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
            "NcclSummary", "RankError", "RankState", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
            "ranges_apart",
-           "Control", "layer", "Rescue", "Tried", "Step", "StepJson", "SearchJson", "RunJson",
-           "not_applicable", "build_error", "RunFacts"]
+           "Control", "layer", "Rescue", "Tried", "Step", "StepJson", "SearchJson",
+           "not_applicable", "build_error"]

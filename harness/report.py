@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import hints, nccl_log
-from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, RunFacts, Status
+from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, Status
 from .results import RunData
+from .runfacts import RunFacts
 from .workload.redact import shown
 
 SYMBOLS: dict[Status | str, str] = {  # every status, and "missing" for a record that cannot be read

@@ -23,7 +23,8 @@ from typing import Any
 from . import owner
 from .codec import shown
 from .errors import HarnessError, WriteError
-from .record import CellRecord, RunFacts
+from .record import CellRecord
+from .runfacts import RunFacts
 
 SCHEMA_VERSION = 1
 _UMASK = os.umask(0o022)

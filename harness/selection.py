@@ -1,15 +1,18 @@
 """What the user selected: the matrix file (GPU or CPU by default), the --only/--exclude filters, the
 GPU ids of --gpus, and the numbers of --ranks and --timeout, each checked before anything starts and
-each bad value named with its flag. The bounds are the matrix file's own (harness/matrix.py)."""
+each bad value named with its flag. The bounds are the matrix file's own (harness/matrixfile.py)."""
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import matrix
+from . import matrix, matrixfile
 from .errors import HarnessError, closest
-from .matrix import Cell, Matrix
+from .matrix import FILTER_KEYS, Cell, Matrix
 from .progress import Progress
 
 
@@ -40,12 +43,47 @@ def default_matrix(progress: Progress) -> Path:
     return matrix.DEFAULT_CPU_MATRIX
 
 
+@dataclass(frozen=True)
+class Filter:
+    """A glob on the cell id, or `key=glob` on one cell field."""
+
+    pattern: str
+    key: str = "id"
+
+    def __call__(self, cell: Cell) -> bool:
+        return fnmatch.fnmatchcase(cell.fields()[self.key], self.pattern)
+
+
+def parse_filter(text: str, flag: str) -> Filter:
+    """Parse one --only/--exclude value; a malformed one is a HarnessError naming the flag."""
+    if "=" not in text:
+        if not text.strip():
+            raise HarnessError(f"{flag} '': an empty filter. Fix: give a glob on the cell id or key=value.")
+        return Filter(text)
+    key, _, value = text.partition("=")
+    if key not in FILTER_KEYS:
+        hint = difflib.get_close_matches(key, FILTER_KEYS, n=1)
+        raise HarnessError(
+            f"{flag} '{text}': `{key}` is not a cell key. Fix: "
+            + (f"did you mean `{hint[0]}`? " if hint else "")
+            + f"use one of: {', '.join(FILTER_KEYS)} (e.g. {flag} torch=2.5.*), or a glob on the cell id."
+        )
+    if not value:
+        raise HarnessError(f"{flag} '{text}': no value after '='. Fix: write {key}=VALUE (globs allowed).")
+    return Filter(value, key)
+
+
+def select(cells: typing.Iterable[Cell], only: typing.Sequence[Filter] = (), exclude: typing.Sequence[Filter] = ()) -> list[Cell]:
+    """Cells matching any --only (all when none) and no --exclude, in matrix order."""
+    return [c for c in cells if (not only or any(f(c) for f in only)) and not any(f(c) for f in exclude)]
+
+
 def resolve(selection: Selection, progress: Progress) -> tuple[Matrix, list[Cell]]:
     """Load the matrix and apply --only/--exclude; both flags are checked before the file is read."""
-    only = [matrix.parse_filter(t, "--only") for t in selection.only]
-    exclude = [matrix.parse_filter(t, "--exclude") for t in selection.exclude]
+    only = [parse_filter(t, "--only") for t in selection.only]
+    exclude = [parse_filter(t, "--exclude") for t in selection.exclude]
     m = matrix.load(selection.matrix or default_matrix(progress))
-    return m, matrix.select(m.cells, only, exclude)
+    return m, select(m.cells, only, exclude)
 
 
 def check_gpus(requested: str | None) -> tuple[str, ...]:
@@ -70,13 +108,13 @@ def check_gpus(requested: str | None) -> tuple[str, ...]:
 
 def check_ranks(ranks: int | None) -> int | None:
     """--ranks N within what this host can run (the bound of the matrix file's `ranks`)."""
-    problem = None if ranks is None else matrix.ranks_problem(ranks)
+    problem = None if ranks is None else matrixfile.ranks_problem(ranks)
     if problem:
-        raise HarnessError(f"--ranks {ranks}: {problem}. Fix: e.g. --ranks 2, or at most --ranks {matrix.max_ranks()}.")
+        raise HarnessError(f"--ranks {ranks}: {problem}. Fix: e.g. --ranks 2, or at most --ranks {matrixfile.max_ranks()}.")
     return ranks
 
 
-def check_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.Timeouts:
+def check_timeouts(overrides: tuple[str, ...], base: matrixfile.Timeouts) -> matrixfile.Timeouts:
     """--timeout prepare=300 --timeout cell=3600 over the matrix file's values; each PHASE=SECONDS
     checked like the file's `timeouts:` (finite, above 0, at most a week)."""
     values = base.model_dump()
@@ -91,8 +129,8 @@ def check_timeouts(overrides: tuple[str, ...], base: matrix.Timeouts) -> matrix.
         except ValueError:
             raise HarnessError(f"--timeout {item}: expected PHASE=SECONDS with SECONDS a number. "
                                f"Fix: e.g. --timeout {key}=300.") from None
-        problem = matrix.timeout_problem(seconds)
+        problem = matrixfile.timeout_problem(seconds)
         if problem:
             raise HarnessError(f"--timeout {item}: {problem}. Fix: e.g. --timeout {key}=300.")
         values[key] = seconds
-    return matrix.Timeouts(**values)
+    return matrixfile.Timeouts(**values)

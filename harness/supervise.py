@@ -21,10 +21,11 @@ from pydantic import ValidationError
 from . import nccl_log, results
 from .engines.base import CellSpec, Engine, Running
 from .errors import InfraError, WriteError
-from .evidence import Event, Forensics, PhaseEnd, Placement, RankError, RankResult, RankState, RawAttempt, Stall
+from .evidence import Event, Forensics, Placement, RankError, RankResult, RankState, RawAttempt, Stall
 from .kinds import CONTROL_THRESHOLDS, STARTUP, EndedBy, phase_index
 from .kinds import WORKLOAD_PHASES as PHASES
-from .matrix import Timeouts
+from .matrixfile import Timeouts
+from .payloads import PhaseEnd
 
 __all__ = ["PHASES", "STARTUP", "RawAttempt", "Stall", "EventTail", "Tracker", "Watch", "advance",
            "collect_forensics", "supervise", "phase_index"]

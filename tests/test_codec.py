@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 
 from harness.codec import RecordError
 from harness.evidence import BandwidthRow, Fingerprint, NcclSummary, RankState, RawAttempt, Stall
-from harness.record import CellRecord, Outcome, RunJson
+from harness.record import CellRecord, Outcome
+from harness.runfacts import RunJson
 
 from .strategies import values
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import commands, matrix, results, selection, yamlfile
+from harness import commands, matrix, matrixfile, results, selection, yamlfile
 from harness.errors import HarnessError, guarded
 
 from .conftest import REPO
@@ -339,7 +339,7 @@ def test_measurement_sees_the_child_itself():
 # ---------------------------------------------------------------- --ranks and --timeout on the command line
 
 
-@pytest.mark.parametrize("ranks", [0, -1, 10_000, matrix.max_ranks() + 1])
+@pytest.mark.parametrize("ranks", [0, -1, 10_000, matrixfile.max_ranks() + 1])
 def test_ranks_flag_is_bounded_like_the_file(ranks):
     with pytest.raises(HarnessError) as err:
         selection.check_ranks(ranks)
@@ -347,7 +347,7 @@ def test_ranks_flag_is_bounded_like_the_file(ranks):
 
 
 def test_ranks_flag_may_exceed_the_gpus_up_to_the_host_bound():
-    assert selection.check_ranks(matrix.max_ranks()) == matrix.max_ranks()
+    assert selection.check_ranks(matrixfile.max_ranks()) == matrixfile.max_ranks()
     assert selection.check_ranks(None) is None
 
 
@@ -355,12 +355,12 @@ def test_ranks_flag_may_exceed_the_gpus_up_to_the_host_bound():
                                   "init=two", "cell=604801", "bogus=5", "=5"])
 def test_timeout_flag_is_finite_and_bounded(item):
     with pytest.raises(HarnessError) as err:
-        selection.check_timeouts((item,), matrix.Timeouts())
+        selection.check_timeouts((item,), matrixfile.Timeouts())
     assert err.value.code == 2 and str(err.value).startswith(f"--timeout {item}:") and "Fix:" in str(err.value)
 
 
 def test_timeout_flag_overrides_within_bounds():
-    t = selection.check_timeouts(("prepare=300", "cell=604800"), matrix.Timeouts())
+    t = selection.check_timeouts(("prepare=300", "cell=604800"), matrixfile.Timeouts())
     assert (t.prepare, t.cell, t.init) == (300, 604800, 90)
 
 

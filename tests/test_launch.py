@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from harness import launch, matrix
+from harness import launch, matrix, matrixfile
 
 
 @pytest.mark.parametrize("overrides", [{}, {"prepare": 300}, {"init": 5, "prepare": 5, "step": 5}, {"bandwidth": 900}])
 def test_process_group_timeout_outlasts_every_stall_threshold(overrides):
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
-    m = replace(m, timeouts=matrix.Timeouts(**{**m.timeouts.model_dump(), **overrides}))
+    m = replace(m, timeouts=matrixfile.Timeouts(**{**m.timeouts.model_dump(), **overrides}))
     cell = m.runnable[0]
     argv = launch.launch(cell, m, ranks=2).argv
     pg_timeout = float(argv[argv.index("--init-timeout") + 1])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix, owner, results, supervise
+from harness import matrixfile, owner, results, supervise
 from harness.engines import host
 from harness.errors import HarnessError, WriteError
 
@@ -113,7 +113,7 @@ def test_a_malformed_event_line_is_counted_and_skipped_never_a_crash(tmp_path, l
     good = b'{"event":"phase_start","phase":"init","pid":7}'
     path.write_bytes(line + b"\n" + good + b"\n" + b'{"event":"phase_end","pha')  # and a torn last line
     tail = supervise.EventTail(path)
-    watch = supervise.Watch(1, matrix.Timeouts(), started=0.0)
+    watch = supervise.Watch(1, matrixfile.Timeouts(), started=0.0)
     for event in tail.read():
         watch.feed(0, event, 1.0)
     assert tail.malformed == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import matrix
+from harness import matrix, selection
 from harness.errors import HarnessError
 
 MINIMAL = """
@@ -144,8 +144,8 @@ def test_sizes_accept_units(write_matrix):
 def test_select_only_is_or_exclude_wins(write_matrix, filters, expected):
     m = matrix.load(write_matrix(MINIMAL))
     only, exclude = filters
-    cells = matrix.select(
-        m.cells, [matrix.parse_filter(f, "--only") for f in only], [matrix.parse_filter(f, "--exclude") for f in exclude]
+    cells = selection.select(
+        m.cells, [selection.parse_filter(f, "--only") for f in only], [selection.parse_filter(f, "--exclude") for f in exclude]
     )
     assert len(cells) == expected
 
@@ -153,11 +153,11 @@ def test_select_only_is_or_exclude_wins(write_matrix, filters, expected):
 @pytest.mark.parametrize("bad", ["tourch=2.5.1", "=2.5", "torch=", ""])
 def test_malformed_filter_names_the_flag(bad):
     with pytest.raises(HarnessError) as err:
-        matrix.parse_filter(bad, "--only")
+        selection.parse_filter(bad, "--only")
     assert "--only" in str(err.value) and "Fix:" in str(err.value)
     assert err.value.code == 2
 
 
 def test_filter_typo_suggests_the_key():
     with pytest.raises(HarnessError, match="did you mean `torch`"):
-        matrix.parse_filter("tourch=2.5.1", "--only")
+        selection.parse_filter("tourch=2.5.1", "--only")

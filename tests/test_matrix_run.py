@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import launch, matrix, outcome, runner, supervise
+from harness import launch, matrix, matrixfile, outcome, runner, supervise
 from harness.engines import host
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
@@ -79,7 +79,7 @@ def _host_cell(m: matrix.Matrix) -> matrix.Cell:
 
 
 def _fast(m: matrix.Matrix) -> matrix.Matrix:
-    t = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=120)
+    t = matrixfile.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=120)
     return matrix.Matrix(**{**m.__dict__, "timeouts": t})
 
 

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import launch, matrix, record, report, runner, supervise
+from harness import launch, matrix, matrixfile, record, report, runner, supervise
 from harness.engines import host
 from harness.engines.base import CellSpec
 from harness.engines.host import HostEngine
@@ -237,7 +237,7 @@ def _killed_cell(tmp_path: Path, control: str):
     """A real gloo cell on the host engine whose rank 1 is SIGKILLed in `step`, run with `--control`."""
     pytest.importorskip("torch")
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
-    t = matrix.Timeouts(fingerprint=60, init=20, prepare=20, step=20, check=20, bandwidth=20, teardown=10, cell=120)
+    t = matrixfile.Timeouts(fingerprint=60, init=20, prepare=20, step=20, check=20, bandwidth=20, teardown=10, cell=120)
     m = matrix.Matrix(**{**m.__dict__, "timeouts": t, "bandwidth_sizes": [4096]})
     cell = next(c for c in host.host_cells(m, host.host_stack()) if c.launcher == "torchrun")
     opts = runner.RunOptions(f"control-{control}", tmp_path, (), 2, extra_args=("--hold-at", "step"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import hints, images, matrix, outcome, record, report, results, supervise
+from harness import hints, images, matrix, matrixfile, outcome, record, report, results, supervise
 from harness.matrix import Cell, Stack, Variant
 from harness.record import (
     AttemptRecord,
@@ -20,10 +20,10 @@ from harness.record import (
     Outcome,
     RawAttempt,
     RecordError,
-    RunFacts,
     build_error,
     not_applicable,
 )
+from harness.runfacts import RunFacts
 from harness.workload import bandwidth, nccl_control
 from harness.workload import classify as workload_classify
 from harness.workload import cli as workload_cli
@@ -46,7 +46,7 @@ def test_phases_and_error_classes_come_from_the_workload_and_the_control():
 def test_every_module_uses_the_record_sets():
     assert outcome.STATUSES is record.STATUSES and outcome.ERROR_CLASSES is record.ERROR_CLASSES
     assert outcome.RETRYABLE is record.RETRYABLE and outcome.Outcome is record.Outcome
-    assert typing.get_args(matrix.Launcher) == record.LAUNCHERS  # the launchers a matrix takes: the one declaration
+    assert typing.get_args(matrixfile.Launcher) == record.LAUNCHERS  # the launchers a matrix takes: the one declaration
     assert hints.PHASES is record.PHASES and hints.STATUSES is record.STATUSES and hints.ERROR_CLASSES is record.ERROR_CLASSES
     assert supervise.RawAttempt is record.RawAttempt and supervise.Stall is record.Stall
     assert set(report.SYMBOLS) == {*record.STATUSES, "missing"}

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from harness import commands, compare, matrix, record, report, results, runner
+from harness import commands, compare, matrix, matrixfile, record, report, results, runner
 from harness.engines import host
 from harness.engines.host import HostEngine
 from harness.errors import HarnessError
 from harness.record import CellRecord
+from harness.runfacts import RunFacts
 
 from .conftest import REPO, Fault
 
@@ -37,7 +38,7 @@ def runs(tmp_path_factory) -> Path:
     shutil.copytree(root / "A", root / "B")
     shutil.copytree(root / "A", root / "C")
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
-    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrix.Timeouts(init=8, prepare=8, step=8, check=8, bandwidth=8)})  # 4 s: flaky on a loaded machine
+    m = matrix.Matrix(**{**m.__dict__, "timeouts": matrixfile.Timeouts(init=8, prepare=8, step=8, check=8, bandwidth=8)})  # 4 s: flaky on a loaded machine
     cell = next(c for c in host.host_cells(m, host.host_stack()) if c.id == CELLS[0])
     opts = runner.RunOptions("B", root, (), 2, extra_args=("--hold-at", "step"), extra_env=(("HARNESS_TEST_FAULTS", "1"),))
 
@@ -207,7 +208,7 @@ def test_the_control_line_is_escaped_like_every_other_text():
     from .test_record import _with_control
     evil = record.Outcome("fail", "x", 1.0, "nccl-init", "nccl", {"key_line": "<img src=x onerror=alert(1)> | a"})
     rec = _with_control("fail", evil)
-    lines = [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- NCCL alone")]
+    lines = [l for l in report._detail("c", rec, RunFacts()) if l.startswith("- NCCL alone")]
     assert lines == ["- NCCL alone: fail (nccl, '&lt;img src=x onerror=alert(1)&gt; \\| a'): the fault is in NCCL or "
                      "its configuration"]
 
@@ -221,12 +222,12 @@ def test_the_cell_detail_lists_the_nodes_and_nccls_transport_between_them():
                     for r, (node, gpu) in enumerate([("gpu-a", "0"), ("gpu-a", "1"), ("gpu-b", "0"), ("gpu-b", "1")])}
     raw["nccl"]["0"]["transports"] = {"P2P/CUMEM": 4, "NET/IB": 4}
     rec = CellRecord.from_json(data)
-    lines = [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- nodes")]
+    lines = [l for l in report._detail("c", rec, RunFacts()) if l.startswith("- nodes")]
     assert lines == ["- nodes: gpu-a (ranks 0,1), gpu-b (ranks 2,3); between nodes: NET/IB"]
     del raw["ranks"]["2"]["placement"], raw["ranks"]["3"]["placement"]  # a record from before placements: no line
     for r in ("0", "1"):
         del raw["ranks"][r]["placement"]
-    assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- nodes")]
+    assert not [l for l in report._detail("c", CellRecord.from_json(data), RunFacts()) if l.startswith("- nodes")]
 
 
 def test_the_cell_detail_lists_each_ranks_cpu_affinity_where_the_rank_said_it():
@@ -236,10 +237,10 @@ def test_the_cell_detail_lists_each_ranks_cpu_affinity_where_the_rank_said_it():
     raw["ranks"] = {"0": {"phase": "teardown", "placement": {"node": "n", "cpus": "0-7"}},
                     "1": {"phase": "teardown", "placement": {"node": "n", "cpus": "8-15,24"}}}
     rec = CellRecord.from_json(data)
-    assert [l for l in report._detail("c", rec, record.RunFacts()) if l.startswith("- CPU")] == [
+    assert [l for l in report._detail("c", rec, RunFacts()) if l.startswith("- CPU")] == [
         "- CPU affinity: rank 0: 0-7; rank 1: 8-15,24"]
     del raw["ranks"]["0"]["placement"]["cpus"], raw["ranks"]["1"]["placement"]  # records from before it: no line
-    assert not [l for l in report._detail("c", CellRecord.from_json(data), record.RunFacts()) if l.startswith("- CPU")]
+    assert not [l for l in report._detail("c", CellRecord.from_json(data), RunFacts()) if l.startswith("- CPU")]
 
 
 @pytest.mark.parametrize("engine, base, rerun", [
@@ -252,7 +253,7 @@ def test_the_cell_detail_lists_each_ranks_cpu_affinity_where_the_rank_said_it():
 def test_the_rerun_line_repeats_the_engine_and_its_flags(engine, base, rerun):
     """A cell that ran as a Slurm job is rerun as one, with the allocation it had (it used to say
     `--engine host` for every cell on the nodes' own stack)."""
-    run = record.RunFacts.from_json({"host": {"engine": engine}, "matrix": {"path": "matrix.yaml"}})
+    run = RunFacts.from_json({"host": {"engine": engine}, "matrix": {"path": "matrix.yaml"}})
     cell = CellRecord.from_json({"id": "s+default", "cell": {"cuda": "cpu", "torch": "2.13.0", "accelerate": "1.15.0",
                                                              "variant": "default", "base": base},
                                  "outcome": {"status": "pass"}})

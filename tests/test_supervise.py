@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix, outcome, runner, supervise
+from harness import matrix, matrixfile, outcome, runner, supervise
 from harness.engines import host
 from harness.engines.base import CellSpec
 from harness.engines.docker import LABEL_RUN
@@ -18,11 +18,11 @@ from harness.engines.host import HostEngine
 
 from .conftest import Fault
 
-TIMEOUTS = matrix.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=180)
+TIMEOUTS = matrixfile.Timeouts(fingerprint=60, init=4, prepare=4, step=4, check=4, bandwidth=4, teardown=10, cell=180)
 
 
 def _spec(engine, out: Path, extra: tuple[str, ...] = (), launcher: str = "accelerate", image: str = "",
-          env: tuple[tuple[str, str], ...] = (), timeouts: matrix.Timeouts | None = None) -> CellSpec:
+          env: tuple[tuple[str, str], ...] = (), timeouts: matrixfile.Timeouts | None = None) -> CellSpec:
     """The CPU matrix's Accelerate 1.15.0 default cell, launched as the runner launches it, with the
     test-only switches allowed; a run id of its own, so its containers are told apart."""
     m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
@@ -189,7 +189,7 @@ def test_a_hang_stays_a_hang_where_the_group_timeout_used_to_fire_first(setup, t
     """The process-group timeout used to be timeouts.init (at least 30 s): with a 45 s prepare threshold,
     a rank stopped in prepare made its peer's collective time out first and the cell read as a failure.
     The group timeout now lies past every threshold: the supervisor's hang comes first."""
-    timeouts = matrix.Timeouts(fingerprint=60, init=5, prepare=45, step=5, check=5, bandwidth=5, teardown=10, cell=240)
+    timeouts = matrixfile.Timeouts(fingerprint=60, init=5, prepare=45, step=5, check=5, bandwidth=5, teardown=10, cell=240)
     record, result = _run(setup, tmp_path, "late-hang", ("--hold-at", "prepare"), (1, "prepare", "STOP"),
                           timeouts=timeouts)
     assert result.status == "hang", result

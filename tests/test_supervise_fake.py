@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from harness import matrix, outcome, runner, supervise
+from harness import matrix, matrixfile, outcome, runner, supervise
 from harness.engines.base import CellSpec
 from harness.record import RawAttempt
 
 from .fakeengine import PASS, FakeEngine, Rank, busy, die, error, slow_end, stall
 
-FAST = matrix.Timeouts(fingerprint=0.6, init=0.6, prepare=0.6, step=0.6, check=0.6, bandwidth=0.6, teardown=0.6,
+FAST = matrixfile.Timeouts(fingerprint=0.6, init=0.6, prepare=0.6, step=0.6, check=0.6, bandwidth=0.6, teardown=0.6,
                        cell=20)
 M = matrix.load(matrix.DEFAULT_CPU_MATRIX)
 CELL = next(c for c in M.runnable if c.launcher == "torchrun" and c.variant.name == "default")
@@ -28,7 +28,7 @@ def quick_forensics(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervise, "STACK_DUMP_WAIT_S", 0.05)
 
 
-def _spec(engine: FakeEngine, out: Path, timeouts: matrix.Timeouts = FAST) -> CellSpec:
+def _spec(engine: FakeEngine, out: Path, timeouts: matrixfile.Timeouts = FAST) -> CellSpec:
     m = matrix.Matrix(**{**M.__dict__, "timeouts": timeouts})
     return runner.spec_for(CELL, m, engine, runner.RunOptions("fake", out.parent, (), 2), "", 1, out)
 
@@ -38,7 +38,7 @@ def _stall(record: RawAttempt) -> dict[str, Any]:
     return record.stall.to_json()  # as attempt.json holds it
 
 
-def _supervise(tmp_path: Path, ranks: dict[int, Rank], timeouts: matrix.Timeouts = FAST,
+def _supervise(tmp_path: Path, ranks: dict[int, Rank], timeouts: matrixfile.Timeouts = FAST,
                **hooks: Any) -> tuple[FakeEngine, RawAttempt, outcome.Outcome]:
     engine = FakeEngine(ranks)
     record = supervise.supervise(engine, _spec(engine, tmp_path / "attempt-1", timeouts), timeouts, **hooks)
