@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, model_validator
 
-from .codec import Count, Flag, Json, Model, RecordError, Seconds, Str, Text, ints, nums, one_of
+from .codec import Count, Flag, Model, RecordError, Seconds, Str, Text, ints, nums, one_of
 from .kinds import ATTEMPT_KINDS, ENDED_BY, STARTUP, AttemptKind, EndedBy
 from .payloads import (
     MAX_BYTES,
@@ -24,6 +24,7 @@ from .payloads import (
     Bytes,
     Duration,
     EnvChange,
+    Envelope,
     Fingerprint,
     GBs,
     PeerAccess,
@@ -79,16 +80,9 @@ class Placement(Model):
     cpus: Str | None = None  # the CPUs it may run on (its affinity), as taskset writes them: "0-7,16-23"
 
 
-class RankResult(Written):
+class RankResult(Envelope):
     """The workload's result event, the last a rank writes."""
 
-    v: Json = None
-    event: Str | None = None
-    rank: RankNo | None = None
-    world: Count | None = None
-    wall: Wall | None = None
-    mono: Annotated[float, nums(low=-math.inf)] | None = None
-    pid: Count | None = None
     status: Str | None = None
     phases_done: tuple[Str, ...] | None = None
     exit_code: Annotated[int, ints(-255, 255)] | None = None

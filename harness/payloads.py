@@ -16,7 +16,7 @@ from .codec import Count, Flag, Json, Limit, Model, Str, Text, Verified, ints, i
 
 __all__ = ["MAX_BYTES", "MAX_GBS", "MAX_SECONDS", "Bytes", "GBs", "Duration", "RankNo", "Wall", "Written", "EnvChange",
            "PeerAccess", "NcclLoaded", "Driver", "Gpu", "Shm", "Memlock", "Fingerprint", "BandwidthRow", "ranges_apart",
-           "PhaseEnd"]
+           "Envelope", "PhaseEnd"]
 
 # The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
 # fastest busbw measured here is 341 GB/s (2x H200 over NVLink, docs/benchmarks.md) and the workload's
@@ -266,9 +266,8 @@ def ranges_apart(a: tuple[float, float] | None, b: tuple[float, float] | None) -
     return a[1] < b[0] or b[1] < a[0]
 
 
-class PhaseEnd(Written):
-    """A phase_end event of rank 0 (workload/main.py): the envelope, the phase's time, and the payloads
-    readers use; the rest of what the phase returned is kept as written."""
+class Envelope(Written):
+    """What every event of a rank starts with (workload/events.EventWriter.emit)."""
 
     v: Json = None
     event: Str | None = None
@@ -277,6 +276,12 @@ class PhaseEnd(Written):
     wall: Wall | None = None
     mono: Annotated[float, nums(low=-math.inf)] | None = None
     pid: Count | None = None
+
+
+class PhaseEnd(Envelope):
+    """A phase_end event of rank 0 (workload/main.py): the envelope, the phase's time, and the payloads
+    readers use; the rest of what the phase returned is kept as written."""
+
     phase: Str | None = None
     seconds: Duration | None = None
     fingerprint: Fingerprint | None = None  # the fingerprint phase
