@@ -216,8 +216,9 @@ class Model(BaseModel):
                 errors = exc.errors(include_url=False)
                 if problems is not None:
                     problems.extend(explain_one(e, where, data) for e in errors)
-                if not any(_drop(data, tuple(e["loc"]), e["type"] == "model_type")
-                           for e in sorted(errors, key=lambda e: _order(e["loc"]), reverse=True)):
+                dropped = [_drop(data, tuple(e["loc"]), e["type"] == "model_type")  # every one, last first
+                           for e in sorted(errors, key=lambda e: _order(e["loc"]), reverse=True)]
+                if not any(dropped):
                     break
         return cls()
 

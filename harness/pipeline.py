@@ -23,6 +23,7 @@ from .kinds import CONTROL_WHEN, ControlWhen
 from .matrix import Cell, Matrix
 from .progress import Progress
 from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
+from .runfacts import HostJson, MatrixJson, RunJson
 from .selection import Selection, check_gpus, check_ranks, check_timeouts, resolve
 
 EXIT_INTERRUPTED = 130
@@ -172,14 +173,19 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
     if done:
         progress.say(f"Resuming {run_id}: {len(done)} cell(s) already recorded are skipped.")
     if not keep_facts:
-        results.write_json(run / "run.json", {
-            "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": hostinfo.facts(engine.facts()), "engine": engine.name, "gpus": list(gpus),
-            "harness_version": __version__,
-            "matrix": {"path": str(m.path), "sha256": m.sha256, "timeouts": m.timeouts.model_dump(),
-                       "bandwidth_sizes": list(m.bandwidth_sizes)},
-            "cells": [CellFields.from_cell(c).to_json() for c in cells],  # report places unreadable cells by these
-        })
+        # the host's and engine's facts are what nvidia-smi, git and the engine answered: one that does not fit
+        # its declaration is left out (said in the progress), never a crash of the run
+        unfit: list[str] = []
+        facts = RunJson(
+            run_id=run_id, started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            host=HostJson.tolerant(hostinfo.facts(engine.facts()), unfit, "run.json host"),
+            engine=engine.name, gpus=tuple(gpus), harness_version=__version__,
+            matrix=MatrixJson(path=str(m.path), sha256=m.sha256, timeouts=m.timeouts.model_dump(),
+                              bandwidth_sizes=tuple(m.bandwidth_sizes)),
+            cells=tuple(CellFields.from_cell(c).to_json() for c in cells))  # report places unreadable cells by these
+        for problem in unfit:
+            progress.say(f"run.json: left out {problem}")
+        results.write_json(run / "run.json", facts.to_json())
     for cell in cells:
         if cell.na_reason is not None:
             results.save_record(opts.results, run_id, not_applicable(cell))

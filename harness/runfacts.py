@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from .cellfields import CellFields
-from .codec import Model, RecordError, Str, shown
+from .codec import Json, Model, RecordError, Str, Text, shown
 
 __all__ = ["EngineJson", "HostJson", "MatrixJson", "RunJson", "RunFacts"]
 
 
 class EngineJson(Model):
+    """The engine's own facts (Engine.facts): these four are read; the rest (api, nodes, ...) kept as written."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    WRITTEN_ONLY: ClassVar[bool] = True
     name: Str | None = None
     version: Str | None = None
     runtimes: tuple[Str, ...] = ()
@@ -21,32 +25,45 @@ class EngineJson(Model):
 
 
 class HostJson(Model):
+    """The host a run happened on (hostinfo.facts), with its engine's facts."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    WRITTEN_ONLY: ClassVar[bool] = True
     hostname: Str | None = None
     os: Str | None = None
+    kernel: Str | None = None
     driver: Str | None = None
     gpus: tuple[Str, ...] = ()  # GPU names on the host
+    topo: Text | None = None  # nvidia-smi topo -m
+    topo_p2p_read: Text | None = None  # nvidia-smi topo -p2p r
     harness_version: Str | None = None
     git_commit: Str | None = None
     engine: EngineJson | None = None
 
 
 class MatrixJson(Model):
+    """The matrix file a run expanded, and the thresholds and sizes it ran with."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    WRITTEN_ONLY: ClassVar[bool] = True
     path: Str | None = None
     sha256: Str | None = None
+    timeouts: dict[str, Json] = {}
+    bandwidth_sizes: tuple[Json, ...] = ()
 
 
 class RunJson(Model):
-    """The parts of run.json that reports read (the rest is for people); early run.json files held the
-    hostname only (as `host`) and their `cells` only ids."""
+    """run.json, as pipeline writes it and reports read it; early run.json files held the hostname only
+    (as `host`) and their `cells` only ids."""
 
     run_id: Str | None = None
     started: Str | None = None
     host: HostJson = HostJson()
-    engine: Str | None = None  # the engine's name, before host.engine
+    engine: Str | None = None  # the engine's name (also in host.engine, where runs before it lack it)
     gpus: tuple[Str, ...] = ()  # the GPU ids the cells used (--gpus)
     harness_version: Str | None = None
     matrix: MatrixJson = MatrixJson()
-    cells: tuple[Any, ...] = ()  # ids (early runs) or CellFields, read one by one (RunFacts)
+    cells: tuple[Json, ...] = ()  # CellFields of every cell (ids in early runs), read one by one (RunFacts)
 
     @model_validator(mode="before")
     @classmethod

@@ -61,3 +61,19 @@ def test_a_fact_the_rank_could_not_collect_is_kept_as_its_error_not_in_place_of_
     assert fp.accelerate is None and fp.torch == "2.11.0"
     assert fp.fact_errors == {"accelerate": "ModuleNotFoundError: No module named 'accelerate'"}
     assert Fingerprint.read(fp.to_json()) == fp
+
+
+def test_run_json_as_the_pipeline_writes_it_reads_back_and_a_fact_that_does_not_fit_is_left_out():
+    from harness import hostinfo
+    from harness.engines.host import HostEngine
+    from harness.runfacts import HostJson, RunFacts
+
+    host = hostinfo.facts(HostEngine().facts())
+    unfit: list[str] = []
+    written = RunJson(run_id="r", host=HostJson.tolerant(host, unfit), engine="host", gpus=("0",)).to_json()
+    assert unfit == [] and written["host"] == host  # every fact hostinfo gathers is declared, kept as it was
+    facts = RunFacts.from_json(json.loads(json.dumps(written)))
+    assert (facts.hostname, facts.engine, facts.engine_flags, facts.gpus) == (host["hostname"], "host",
+                                                                             ("--engine", "host"), ("0",))
+    odd = HostJson.tolerant(host | {"gpus": ["H200", 7], "driver": 580}, unfit, "host")
+    assert odd.gpus == ("H200",) and odd.driver is None and len(unfit) == 2  # left out and said, the rest kept
