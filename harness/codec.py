@@ -118,7 +118,7 @@ def ints(low: int = -(1 << 63), high: int = 1 << 63) -> Domain:
 
 
 def nums(high: float = math.inf, low: float = 0.0) -> Domain:
-    """A finite number, 0 or more unless `low` says otherwise, read as a float: `Annotated[float, nums(1e6)]`."""
+    """A finite number, 0 or more unless `low` says otherwise, kept as written: `Annotated[float, nums(1e6)]`."""
     return Domain("num", low, high)
 
 
