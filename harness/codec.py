@@ -196,7 +196,7 @@ class Model(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise RecordError(explain(exc, where, data)) from None
+            raise RecordError(explain(exc, where)) from None
 
     @classmethod
     def tolerant(cls: type[M], data: Any, problems: list[str] | None = None, where: str = "") -> M:
@@ -208,14 +208,17 @@ class Model(BaseModel):
             if problems is not None and data is not None:
                 problems.append(f"{where or 'the record'} should be an object, not {shown(data)}")
             return cls()
-        data = copy.deepcopy(dict(data))
+        try:
+            return cls.model_validate(data)  # what fits, as it is (no copy)
+        except ValidationError:
+            data = copy.deepcopy(dict(data))  # the parts left out are removed from a copy, never the caller's
         for _ in range(200):  # each round leaves out at least one part; a record has far fewer bad parts
             try:
                 return cls.model_validate(data)
             except ValidationError as exc:
                 errors = exc.errors(include_url=False)
                 if problems is not None:
-                    problems.extend(explain_one(e, where, data) for e in errors)
+                    problems.extend(explain_one(e, where) for e in errors)
                 dropped = [_drop(data, tuple(e["loc"]), e["type"] == "model_type")  # every one, last first
                            for e in sorted(errors, key=lambda e: _order(e["loc"]), reverse=True)]
                 if not any(dropped):
@@ -289,7 +292,7 @@ _SHOULD = {"dict_type": "an object", "model_type": "an object", "model_attribute
            "list_type": "a list", "tuple_type": "a list", "missing": None}
 
 
-def explain_one(error: Mapping[str, Any], where: str, data: Any) -> str:
+def explain_one(error: Mapping[str, Any], where: str) -> str:
     loc = tuple(error["loc"])
     here = path(where, loc)
     kind = error["type"]
@@ -305,9 +308,9 @@ def explain_one(error: Mapping[str, Any], where: str, data: Any) -> str:
     return f"{here} should be {should}, not {shown(value)}" if should else f"{here}: {error['msg']}"
 
 
-def explain(exc: ValidationError, where: str, data: Any) -> str:
+def explain(exc: ValidationError, where: str) -> str:
     """The first error, as `where.key should be X, not Y`."""
-    return explain_one(exc.errors(include_url=False)[0], where, data)  # in reading order
+    return explain_one(exc.errors(include_url=False)[0], where)  # in reading order
 
 
 def invariant(text: str) -> PydanticCustomError:
