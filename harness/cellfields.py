@@ -20,6 +20,8 @@ class CellFields(Model):
     harness does not know are kept as read."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
+    # an image stack's keys, written only for image stacks: built stacks' records are as before them
+    OMIT_DEFAULT = frozenset({"image", "name", "image_id", "image_digest", "python_path", "distro"})
     cuda: Str | None = None
     torch: Str | None = None
     accelerate: Str | None = None
@@ -33,6 +35,14 @@ class CellFields(Model):
     variant: Str | None = None
     launcher: Annotated[Launcher, one_of(LAUNCHERS)] | None = None
     id: Str | None = None
+    # an image stack (the user's own image): as matrix.yaml names it, the stack's name, and once read the
+    # image that ran (its content id, its registry digest) with its Python and distribution
+    image: Str | None = None
+    name: Str | None = None
+    image_id: Str | None = None
+    image_digest: Str | None = None
+    python_path: Str | None = None
+    distro: Str | None = None
 
     def to_json(self) -> dict[str, Any]:
         known = type(self).model_fields
@@ -68,10 +78,25 @@ class CellFields(Model):
         version = loaded or (self.nccl if self.nccl not in (None, "bundled") else None)
         return f"{version} ({via})" if version else via
 
+    @property
+    def image_label(self) -> str:
+        """An image stack's name with the image that ran (short content id); "" for a stack the harness built.
+        Two images with the same versions are two rows: a re-pushed tag is a new stack."""
+        if not self.image:
+            return ""
+        short = (self.image_id or "").removeprefix("sha256:")[:12]
+        return f"{self.name or self.image} ({self.image}{', ' + short if short else ''})"
+
+    @property
+    def pin(self) -> str | None:
+        """The reference that finds exactly the image that ran (registry digest, else content id)."""
+        return self.image_digest or self.image_id
+
     def row_key(self, loaded: str | None = None, how: str | None = None) -> tuple[str, ...]:
-        """The report row this cell belongs to: CUDA, NCCL, torch, Accelerate, launcher."""
-        return (self.cuda or "?", self.nccl_label(loaded, how), self.torch or "?", self.accelerate or "?",
-                self.launcher or "accelerate")
+        """The report row this cell belongs to: the user's image ("" for built stacks), CUDA, NCCL, torch,
+        Accelerate, launcher."""
+        return (self.image_label, self.cuda or "?", self.nccl_label(loaded, how), self.torch or "?",
+                self.accelerate or "?", self.launcher or "accelerate")
 
 
 class ImageRef(Model):

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from . import baseimage, hints, images, reaper, results
+from . import baseimage, hints, images, reaper, results, userimages
 from . import compare as compare_mod
 from . import publish as publish_mod
 from . import report as report_mod
@@ -89,6 +89,7 @@ def build(
         return EXIT_NOTHING_SELECTED
     docker = DockerClient.connect()
     reaper.sweep(progress, docker)
+    runnable = userimages.resolve(runnable, docker, progress, str(m.path))
     run = results.run_dir(results_dir, run_id or results.new_run_id())
     stacks = list({c.stack.id: c.stack for c in runnable}.values())
     with results.owned(run):
@@ -133,16 +134,20 @@ def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Pa
 
 
 def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, threshold: float = 0.10,
-            out: Path | None = None) -> int:
-    """Markdown diff of two runs; exit 1 when something regressed, 0 otherwise."""
+            out: Path | None = None, stacks: str | None = None) -> int:
+    """Markdown diff of two runs (with `stacks` OLD=NEW: of stack OLD's cells in `base` against stack NEW's in
+    `new`, which may be the same run); exit 1 when something regressed, 0 otherwise."""
     hints.check()
+    pair = compare_mod.parse_stacks(stacks) if stacks is not None else None
     reaper.sweep(Progress())
     if not 0 < threshold < 10:
         raise HarnessError(f"--threshold {threshold}: expected a fraction like 0.1 (10%). Fix: e.g. --threshold 0.1.")
     a = results.load_run(results.resolve_run(results_dir, base))
     b = results.load_run(results.resolve_run(results_dir, new))
+    if pair:
+        a, b = compare_mod.of_stack(a, pair[0]), compare_mod.of_stack(b, pair[1])
     d = compare_mod.diff(a, b, threshold)
-    text = compare_mod.render(a, b, d, threshold)
+    text = compare_mod.render(a, b, d, threshold, pair)
     if out:
         _write_out(out, text)
     sys.stdout.write(text)

@@ -8,10 +8,11 @@ is a regression."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from .record import GOOD, MEASURED, BandwidthRow, CellRecord, Fingerprint, ranges_apart
+from .errors import HarnessError
+from .record import GOOD, MEASURED, BandwidthRow, CellFields, CellRecord, Fingerprint, ranges_apart
 from .report import esc, gbs, pct, size_label
 from .results import RunData
 
@@ -102,6 +103,7 @@ class Diff:
     fingerprint: list[str] = field(default_factory=list)
     changes: list[BusbwChange] = field(default_factory=list)  # every busbw change beyond the threshold
     unreadable: list[str] = field(default_factory=list)  # missing or corrupt records of either run, named
+    images: list[str] = field(default_factory=list)  # a stack that ran from another image (a re-pushed tag)
     unchanged: int = 0
 
     @property
@@ -182,6 +184,9 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         if cur is None:
             d.missing.append(f"`{cell_id}` (was {_status(old)})")
             continue
+        images = image_change(old.cell, cur.cell)
+        if images and images not in d.images:
+            d.images.append(images)
         a, b = _status(old), _status(cur)
         changed = False
         if a != b:  # outcome changes always count
@@ -207,6 +212,47 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
     return d
 
 
+STACK_FACTS: tuple[tuple[str, str], ...] = (("cuda", "CUDA"), ("torch", "torch"), ("nccl", "NCCL"),
+                                           ("accelerate", "Accelerate"), ("python", "Python"), ("distro", "distribution"))
+
+
+def image_change(old: CellFields, cur: CellFields) -> str | None:
+    """Two different users' images behind the cells compared (a re-pushed tag, or two stacks side by side):
+    which image each is, and the versions that differ as read inside them; None for the same image."""
+    if not (old.image_id and cur.image_id) or old.image_id == cur.image_id:
+        return None
+
+    def named(cell: CellFields) -> str:
+        return f"{cell.image} ({(cell.image_id or '').removeprefix('sha256:')[:12]})"
+
+    versions = [f"{label} {getattr(old, key) or '?'} → {getattr(cur, key) or '?'}" for key, label in STACK_FACTS
+                if getattr(old, key) != getattr(cur, key)]
+    return f"{named(old)} → {named(cur)}: " + ("; ".join(versions) or "the same versions, another image")
+
+
+def of_stack(run: RunData, stack: str, flag: str = "--stacks") -> RunData:
+    """The run's cells of one stack, keyed by the rest of their id (variant, launcher), so that two stacks'
+    cells can be compared side by side, in one run or two: last month's image against this month's.
+    HarnessError naming the flag when the run has no cell of that stack."""
+    prefix = f"{stack}+"  # stack ids never hold '+': it separates a cell id's parts
+    records = {cid.removeprefix(prefix): r for cid, r in run.records.items() if cid.startswith(prefix)}
+    problems = {cid.removeprefix(prefix): p for cid, p in run.problems.items() if cid.startswith(prefix)}
+    if not records and not problems:
+        have = sorted({r.cell.stack for r in run.records.values() if r.cell.stack})
+        raise HarnessError(f"{flag}: run `{run.run_id}` has no cell of stack `{stack}` (its stacks: "
+                           f"{', '.join(have) or 'none'}). Fix: name a stack of that run, as its report's cell ids begin.")
+    return replace(run, records=records, problems=problems)
+
+
+def parse_stacks(text: str) -> tuple[str, str]:
+    """--stacks OLD=NEW."""
+    old, _, new = text.partition("=")
+    if not old.strip() or not new.strip() or "+" in text:
+        raise HarnessError(f"--stacks {text}: expected OLD=NEW, two stack ids (a cell id's first part). "
+                           "Fix: e.g. --stacks train-2026-11=train-2026-12.")
+    return old.strip(), new.strip()
+
+
 def _fingerprint_changes(old: CellRecord, cur: CellRecord) -> str:
     fa, fb = old.fingerprint, cur.fingerprint
     parts = []
@@ -228,12 +274,15 @@ def _rule(threshold: float, changes: Iterable[BusbwChange]) -> str:
     return text + ". Where a spread is unknown (an older record, one trial), the threshold alone decides."
 
 
-def render(base: RunData, new: RunData, d: Diff, threshold: float) -> str:
-    lines = [esc(f"# Compare `{base.run_id}` → `{new.run_id}`"), "",
+def render(base: RunData, new: RunData, d: Diff, threshold: float, stacks: tuple[str, str] | None = None) -> str:
+    old_name, new_name = (f"{base.run_id}` stack `{stacks[0]}", f"{new.run_id}` stack `{stacks[1]}") if stacks \
+        else (base.run_id, new.run_id)
+    lines = [esc(f"# Compare `{old_name}` → `{new_name}`"), "",
              _rule(threshold, d.changes) + " " + ("**Regressed.**" if d.regressed else "Nothing regressed."), ""]
     for title, items in (("Regressions", d.regressions), ("Missing cells", d.missing),
                          ("Improvements", d.improvements), ("Within noise (not counted)", d.within_noise),
                          ("Added cells", d.added), ("Fingerprint differences", d.fingerprint),
+                         ("Images compared (users' images, as read inside them)", d.images),
                          ("Unreadable records (compared as missing)", d.unreadable)):
         if items:
             lines += [f"## {title}", ""] + [f"- {esc(item)}" for item in items] + [""]

@@ -21,7 +21,7 @@ from typing import Any
 
 import jinja2
 
-from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, matrix, wheelhouse
+from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, imagefacts, matrix, userimages, wheelhouse
 from .engines.dockerclient import LABEL, DockerClient
 from .errors import HarnessError
 from .kinds import BuildStatus
@@ -130,8 +130,16 @@ def file_sha(path: Path) -> str:
     return sha
 
 
+# What Accelerate needs besides torch, installed into a user's image only where it lacks them: pip takes
+# the image's own torch as given (accelerate requires torch>=2.0.0) and never downloads one.
+ACCELERATE_DEPS = ["numpy", "packaging", "psutil", "pyyaml", "huggingface_hub", "safetensors"]
+
+
 def requirements(stack: Stack) -> list[str]:
-    """What pip installs in the image: torch first (from its own index), then the rest (PyPI)."""
+    """What pip installs in the image: torch first (from its own index), then the rest (PyPI); into a
+    user's image, Accelerate alone, when it must (userimages.installs_accelerate)."""
+    if stack.is_image:
+        return [f"accelerate=={stack.accelerate}"] if userimages.installs_accelerate(stack) else []
     reqs = [f"torch=={stack.torch}", f"accelerate=={stack.accelerate}"]
     if compat.needs_numpy_below_2(stack.torch):
         reqs.append("numpy<2")
@@ -159,6 +167,9 @@ def _env() -> jinja2.Environment:
 
 
 def labels_of(stack: Stack) -> dict[str, str]:
+    # a user's image by its content id, never by the reference that named it: a rerun that pins the image
+    # (--image NAME=sha256:...) finds the same thin layer, and a re-pushed tag makes a new one
+    base = stack.facts.image_id if stack.facts else stack.base
     return {
         f"{LABEL}.stack": stack.id,
         f"{LABEL}.cuda": stack.cuda,
@@ -167,7 +178,7 @@ def labels_of(stack: Stack) -> dict[str, str]:
         f"{LABEL}.nccl": stack.nccl,
         f"{LABEL}.nccl-via": stack.nccl_via,
         f"{LABEL}.python": stack.python,
-        f"{LABEL}.base": stack.base,
+        f"{LABEL}.base": base,
         f"{LABEL}.harness-version": __version__,
     }
 
@@ -186,6 +197,9 @@ def render(stack: Stack, options: BuildOptions, wheels: list[Path] | tuple[Path,
             nccl_package=nccl_package(stack),
             cuda_mm=".".join(stack.cuda.split(".")[:2]),
             ca_bundle=CA_NAME if options.ca_bundle else None,
+            facts=stack.facts,
+            python=[stack.facts.python_path] if stack.facts else [],
+            launch_python=imagefacts.IMAGE_PYTHON,
         )
     except jinja2.TemplateError as exc:
         raise HarnessError(f"{matrix.template_path(stack.template)}: cannot render ({exc}). Fix: correct the template.") from None
@@ -219,6 +233,16 @@ def materialize(context: BuildContext, dest: Path) -> None:
 def prepare(stack: Stack, options: BuildOptions, log: Path) -> BuildContext:
     """The stack's locked wheels from the store (resolved and downloaded on the host the first time
     only) and the rendered context: with the locks in place this needs neither pip nor the network."""
+    if stack.is_image:
+        if stack.facts is None:
+            raise HarnessError(f"stack `{stack.id}`: its image was not read before the build. Fix: report this as a bug.")
+        reqs = requirements(stack)
+        if not reqs:
+            return render(stack, options)
+        # Accelerate itself without its dependencies (which name torch), then those but torch
+        found = wheelhouse.collect(options.store, reqs, stack.python, "", log, no_deps=True)
+        found += wheelhouse.collect(options.store, ACCELERATE_DEPS, stack.python, "", log)
+        return render(stack, options, list(dict.fromkeys(found)))
     wheels = wheelhouse.collect(options.store, requirements(stack), stack.python, stack.torch_index, log)
     nccl = nccl_package(stack)
     if nccl:  # installed over torch's own pin with --no-deps, so resolved apart from it
@@ -280,7 +304,7 @@ def build_all(
 ) -> dict[str, BuildResult]:
     """Build every stack's image (`jobs` at a time); a failure is recorded and the rest go on."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    for base in dict.fromkeys(s.base for s in stacks if baseimage.is_local(s.base)):
+    for base in dict.fromkeys(s.base for s in stacks if not s.is_image and baseimage.is_local(s.base)):
         try:
             baseimage.ensure(docker, base, log_dir / f"base-{_repo_safe(base)}.log", progress)
         except HarnessError as exc:  # the builds that need it will fail and say why

@@ -8,12 +8,18 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from .imagefacts import IMAGE_PYTHON
 from .matrix import Cell, Matrix
 from .workload.redact import shown_env
 
 CONTAINER_WORKLOAD = "/opt/harness/workload/run.py"
 CONTAINER_CONTROL = "/opt/harness/workload/control.py"  # the NCCL-only control's entry, beside run.py
 CONTAINER_OUT = "/out"
+
+
+def container_python(cell: Cell) -> str:
+    """The Python a cell's launcher runs in its container: the harness's venv's, or the user's image's."""
+    return IMAGE_PYTHON if cell.stack.is_image else "python"  # IMAGE_PYTHON: the thin layer's wrapper
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from . import REPO_ROOT, compat, yamlfile
 from .errors import FileError, HarnessError
+from .imagefacts import ImageFacts
 from .ladder import DEFAULT as DEFAULT_LADDER
 from .ladder import Budget, Step
 from .matrixfile import MatrixFile, RescueTimeouts, Timeouts
@@ -30,10 +31,16 @@ IMAGES_DIR = REPO_ROOT / "images"
 DEFAULT_GPU_MATRIX = REPO_ROOT / "matrix.yaml"
 DEFAULT_CPU_MATRIX = REPO_ROOT / "matrix-cpu.yaml"
 
-STACK_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_index", "template")
+BUILT_KEYS = ("cuda", "torch", "accelerate", "nccl", "base", "python", "torch_index", "template")
 REQUIRED_STACK_KEYS = ("cuda", "torch", "accelerate")
+# an image stack (the user's own image): the image, the stack's name, its Python, an Accelerate to install
+IMAGE_KEYS = ("image", "name")
+IMAGE_STACK_KEYS = ("image", "name", "python", "accelerate")
+STACK_KEYS = BUILT_KEYS + IMAGE_KEYS
 CELL_KEYS = STACK_KEYS + ("variant", "launcher")
 FILTER_KEYS = CELL_KEYS + ("nccl_via", "id", "stack")
+# what an image stack's records add, once its image has been read (imagefacts.ImageFacts)
+IMAGE_FACT_KEYS = ("image_id", "image_digest", "python_path", "distro")
 
 BUILTIN_VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
@@ -87,13 +94,26 @@ class Stack:
     python: str = ""
     torch_index: str = ""
     template: str = ""
+    # an image stack: the user's image as matrix.yaml names it (a tag, repo@sha256:..., an image id), the
+    # stack's name (its id), and what was read inside it (userimages.resolve): until then its versions are ""
+    image: str = ""
+    name: str = ""
+    python_path: str = ""  # the image's Python as the stack names it ("": python3, then python, on its PATH)
+    facts: ImageFacts | None = None
 
     @property
     def is_cpu(self) -> bool:
         return self.cuda == "cpu"
 
     @property
+    def is_image(self) -> bool:
+        """The user's own image, which the harness reads and never installs torch or CUDA into."""
+        return bool(self.image)
+
+    @property
     def id(self) -> str:
+        if self.is_image:
+            return self.name
         parts = ["cpu" if self.is_cpu else f"cu{self.cuda}", f"torch{self.torch}", f"acc{self.accelerate}"]
         if self.nccl_via == "pip":
             parts.append(f"nccl{self.nccl}")
@@ -102,7 +122,17 @@ class Stack:
         return "-".join(parts)
 
     def fields(self) -> dict[str, str]:
-        return {k: getattr(self, k) for k in STACK_KEYS} | {"nccl_via": self.nccl_via, "stack": self.id}
+        """What a record keeps of the stack (and --only/--exclude match): an image stack's image keys and,
+        once read, the image's identity; a built stack's record is as before image stacks existed."""
+        fields = {k: getattr(self, k) for k in BUILT_KEYS} | {"nccl_via": self.nccl_via, "stack": self.id}
+        if not self.is_image:
+            return fields
+        fields |= {"image": self.image, "name": self.name}
+        if self.facts is not None:
+            found = self.facts
+            fields |= {"image_id": found.image_id, "image_digest": found.digest, "python_path": found.python_path,
+                       "distro": found.distro}
+        return fields
 
 
 @dataclass(frozen=True)
@@ -374,7 +404,53 @@ def template_path(name: str) -> Path:
     return IMAGES_DIR / f"{name}.Dockerfile.j2"
 
 
+# a Docker image reference (registry/repo:tag, repo@sha256:..., sha256:<id>); the engine checks it for real
+_IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")  # in cell ids, where '+' separates the parts
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}$")
+
+
+def default_name(image: str) -> str:
+    """An image stack's id when matrix.yaml gives no `name`: the image's last path part with its tag
+    (nvcr.io/nvidia/pytorch:24.10-py3 -> pytorch-24.10-py3; an id -> image-<12 hex>)."""
+    ref = image.split("@", 1)[0] if "@" in image else image
+    if ref.startswith("sha256:"):
+        return f"image-{ref[7:19]}"
+    last = ref.rsplit("/", 1)[-1]
+    name = re.sub(r"[^a-z0-9._-]+", "-", last.lower()).strip("-._")
+    return name[:80] or "image"
+
+
+def _image_stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
+    """A stack given by the user's own image: its versions are read from inside it before anything runs."""
+    for key in raw:
+        if key not in IMAGE_STACK_KEYS:
+            raise ctx.error(loc, f"`{plain(key)}` cannot be given with `image:`: an image stack's versions are read from "
+                            "inside the image, and the harness never installs torch or CUDA into it.",
+                            f"remove `{plain(key)}` (an image stack takes {', '.join(IMAGE_STACK_KEYS)}), or drop `image:` "
+                            "to build the stack from versions.")
+    image = raw["image"]
+    if not _IMAGE_RE.match(image):
+        raise ctx.error(loc, f"`image: {plain(image)}` is not an image reference.",
+                        "write it as docker does, e.g. nvcr.io/nvidia/pytorch:24.10-py3 or site/train:2026-11.")
+    name = raw.get("name") or default_name(image)
+    if not _NAME_RE.match(name):
+        raise ctx.error(loc, f"`name: {plain(name)}` is not usable as a stack id.",
+                        "use lower-case letters, digits, '.', '_' and '-' (no '+'), at most 80.")
+    python = raw.get("python", "")
+    if python and not _PYTHON_RE.match(python):
+        raise ctx.error(loc, f"`python: {plain(python)}` is not a Python to run.",
+                        "give a path inside the image (e.g. /opt/conda/bin/python) or a command on its PATH (python3.10).")
+    accelerate = raw.get("accelerate", "")
+    if accelerate and not _VERSION_RE.match(accelerate):
+        raise ctx.error(loc, f"`accelerate: {plain(accelerate)}` is not a version.", 'write it like "1.15.0".')
+    return Stack(cuda="", torch="", accelerate=accelerate, base=image, template="image", image=image, name=name,
+                 python_path=python)
+
+
 def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
+    if "image" in raw:
+        return _image_stack(raw, loc, ctx)
     missing = [k for k in REQUIRED_STACK_KEYS if k not in raw]
     if missing:
         raise ctx.error(loc, f"a stack {plain(raw)} has no {', '.join(missing)}.",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner
+from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner, userimages
 from .engines.base import Engine
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .kinds import CONTROL_WHEN, ControlWhen
@@ -79,6 +79,14 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
     return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
 
 
+def read_images(engine: Engine, cells: list[Cell], m: Matrix, progress: Progress) -> list[Cell]:
+    """The user's images of the selected image stacks, read before anything runs (userimages.resolve: exit 2
+    for one that cannot be pulled or has no Python or no torch); an engine that builds no images runs the
+    nodes' or host's own stack (its cells() has already replaced every stack)."""
+    builder = engine.builder if engine.builds_images and any(c.stack.is_image for c in cells) else None
+    return userimages.resolve(cells, builder, progress, str(m.path)) if builder is not None else cells
+
+
 def _run_id(opts: MatrixOptions) -> str:
     if not opts.resume:
         return opts.run_id or results.new_run_id()
@@ -118,7 +126,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     engine = engines.choose(opts.engine, progress, opts.slurm, opts.jobs)
     reaper.sweep(progress, engine.client)  # before anything is measured
     engine.preflight(progress)
-    cells = engine.cells(m, cells, progress)
+    cells = read_images(engine, engine.cells(m, cells, progress), m, progress)
     runnable = [c for c in cells if c.na_reason is None]
     if not runnable:
         progress.say("Nothing to run: no runnable cell selected.")
@@ -346,7 +354,8 @@ def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOpti
         for stack, tag, cached in images.plan(stacks, builder, build):
             tags[stack.id] = tag
             state = "cached" if cached else "would build"
-            print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2")
+            print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2"
+                  + (f" on {stack.image} ({userimages.describe(stack)})" if stack.is_image else ""))
     print(f"# {len(cells)} cell(s):")
     for cell in cells:
         cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts

@@ -69,8 +69,9 @@ def figure(data: RunData) -> Any:
         ax.xaxis.set_minor_locator(NullLocator())  # the measured sizes only
         ax.set_xlabel("message size")
         ax.set_ylabel("busbw (GB/s)")
-        cuda, nccl, torch, accelerate, launcher = (list(key) + ["?"] * 5)[:5]
-        title = f"CUDA {cuda} · NCCL {nccl} · torch {torch} · Accelerate {accelerate} · {launcher}"
+        image, cuda, nccl, torch, accelerate, launcher = (list(key) + ["?"] * 6)[:6]
+        title = (f"{image}\n" if image else "") + (f"CUDA {cuda} · NCCL {nccl} · torch {torch} · Accelerate {accelerate} "
+                                                    f"· {launcher}")
         if key in gloo:
             title += "\n(gloo: NCCL variants have no effect)"
         ax.set_title(title, fontsize=8)

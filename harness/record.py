@@ -405,7 +405,7 @@ class CellRecord(Model):
 
     @property
     def row_key(self) -> tuple[str, ...]:
-        """CUDA, NCCL (nccl_label), torch, Accelerate, launcher: the report row of this cell."""
+        """The image, CUDA, NCCL (nccl_label), torch, Accelerate, launcher: the report row of this cell."""
         fp = self.fingerprint
         return self.cell.row_key(fp.nccl_loaded, fp.nccl_how(self.cell.nccl_via))
 

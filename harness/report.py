@@ -197,7 +197,11 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
     engine = "".join(f" {shlex.quote(f)}" for f in flags)
     gpu_flag = f" --gpus {','.join(run.gpus)}" if run.gpus and not record.cell.is_cpu else ""
     rescue = " --rescue" if record.rescue.status != "not-run" else ""
-    return f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag}{rescue} --only '{record.id}'"
+    # a user's image by what ran, not by its tag (which may point at another image by now)
+    pin = record.cell.pin
+    image = f" --image {shlex.quote(f'{record.cell.stack}={pin}')}" if record.cell.image and pin else ""
+    return (f"invoke matrix --matrix {run.matrix_path or 'matrix.yaml'}{engine}{gpu_flag}{rescue}{image} "
+            f"--only '{record.id}'")
 
 
 def _header(data: RunData) -> list[str]:
@@ -268,13 +272,15 @@ def render(data: RunData) -> str:
               + (" On gloo (CPU) rows the NCCL variants have no effect: gloo ignores every NCCL variable, so "
                  "their cells are repeated measurements of one thing and no recommendation is made from them."
                  if gloo else ""), ""]
-    head = ["CUDA", "NCCL", "torch", "Accelerate", "launcher"] + variants + ["recommendation"]
+    # the image column only where a row is a user's image (`image:` stacks): built stacks' reports are unchanged
+    images = any(key[0] for key in rows)
+    head = ["image"] * images + ["CUDA", "NCCL", "torch", "Accelerate", "launcher"] + variants + ["recommendation"]
     lines += ["| " + " | ".join(esc(h) for h in head) + " |", "|" + " --- |" * len(head)]
     for key in sorted(rows):
         cells = rows[key]
         texts = [_cell_text(cells.get(v), missing.get((key, v)), ref, notes) if v in cells or (key, v) in missing else ""
                  for v in variants]
-        lines.append("| " + " | ".join(esc(x) for x in list(key) + texts + [recommend(cells, ref)]) + " |")
+        lines.append("| " + " | ".join(esc(x) for x in list(key)[0 if images else 1:] + texts + [recommend(cells, ref)]) + " |")
     if data.problems:
         lines += ["", "Unreadable records: " + esc("; ".join(f"`{k}`: {v}" for k, v in data.problems.items())) + "."]
     if notes.by_text:
@@ -381,6 +387,15 @@ def _nodes(record: CellRecord) -> str | None:
     return text + (f"; between nodes: {'+'.join(net)}" if len(nodes) > 1 and net else "")
 
 
+def _user_image(cell: CellFields) -> str | None:
+    """What an image stack ran: the image as named, the one that ran, and its Python and distribution."""
+    if not cell.image:
+        return None
+    ran = ", ".join(x for x in (cell.image_digest, cell.image_id) if x)
+    inside = ", ".join(x for x in (f"Python {cell.python} ({cell.python_path})" if cell.python_path else None, cell.distro) if x)
+    return f"{cell.image}" + (f" = {ran}" if ran else "") + (f"; {inside}" if inside else "")
+
+
 def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, CellRecord] | None = None,
             ref: int | None = None) -> list[str]:
     status = record.status or "missing"
@@ -400,6 +415,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
              ("attempts", str(record.attempt_count)),
              ("NCCL alone", control_text(record)),
              ("rescue search", rescue_text(record, row or {}, ref)),
+             ("user's image", _user_image(record.cell)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
     timings = record.phase_timings

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import matrix, matrixfile
@@ -21,6 +21,7 @@ class Selection:
     matrix: Path | None = None
     only: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()  # --image NAME=REF: an image stack run from another image than matrix.yaml's
 
 
 def present_gpus() -> list[str]:
@@ -51,7 +52,7 @@ class Filter:
     key: str = "id"
 
     def __call__(self, cell: Cell) -> bool:
-        return fnmatch.fnmatchcase(cell.fields()[self.key], self.pattern)
+        return fnmatch.fnmatchcase(cell.fields().get(self.key, ""), self.pattern)  # image keys: image stacks only
 
 
 def parse_filter(text: str, flag: str) -> Filter:
@@ -82,8 +83,32 @@ def resolve(selection: Selection, progress: Progress) -> tuple[Matrix, list[Cell
     """Load the matrix and apply --only/--exclude; both flags are checked before the file is read."""
     only = [parse_filter(t, "--only") for t in selection.only]
     exclude = [parse_filter(t, "--exclude") for t in selection.exclude]
+    images = [parse_image(t) for t in selection.images]
     m = matrix.load(selection.matrix or default_matrix(progress))
-    return m, select(m.cells, only, exclude)
+    return m, override(select(m.cells, only, exclude), images)
+
+
+def parse_image(text: str) -> tuple[str, str]:
+    """One --image NAME=REF; a malformed one is a HarnessError naming the flag."""
+    name, _, ref = text.partition("=")
+    if not name.strip() or not ref.strip():
+        raise HarnessError(f"--image {text}: expected NAME=REF, the name of an image stack and the image to run it from. "
+                           "Fix: e.g. --image site=site/train:2026-12 (or a pinned sha256:... as a report's Rerun line gives).")
+    return name.strip(), ref.strip()
+
+
+def override(cells: list[Cell], images: typing.Sequence[tuple[str, str]]) -> list[Cell]:
+    """--image NAME=REF: image stack NAME of the selection runs from REF instead of matrix.yaml's image (the
+    report's Rerun line pins so the image that ran, by digest)."""
+    names = {c.stack.id for c in cells if c.stack.is_image}
+    for name, ref in images:
+        if name not in names:
+            have = ", ".join(sorted(names)) or "none in this selection"
+            raise HarnessError(f"--image {name}={ref}: `{name}` is not an image stack of the selected cells (image stacks: "
+                               f"{have}). Fix: name one of them, or give that stack `image:` in the matrix file.")
+    chosen = dict(images)
+    return [replace(c, stack=replace(c.stack, image=chosen[c.stack.id], base=chosen[c.stack.id]))
+            if c.stack.id in chosen else c for c in cells]
 
 
 def check_gpus(requested: str | None) -> tuple[str, ...]:

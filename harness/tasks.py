@@ -62,14 +62,17 @@ def _results(results) -> Path:
     return Path(results) if results else _commands().results.DEFAULT_RESULTS
 
 
-def _selection(matrix, only, exclude):
-    return _commands().Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()))
+def _selection(matrix, only, exclude, image=None):
+    return _commands().Selection(Path(matrix) if matrix else None, tuple(only or ()), tuple(exclude or ()),
+                                 tuple(image or ()))
 
 
 SELECT_HELP = {
     "matrix": "matrix file (default: matrix.yaml with GPUs, matrix-cpu.yaml without)",
     "only": "glob on the cell id, or key=glob (cuda, torch, accelerate, nccl, variant, launcher, ...); repeatable",
     "exclude": "like --only, removes cells; repeatable",
+    "image": "NAME=REF: run image stack NAME from image REF instead of the matrix file's (a tag, or the sha256:... "
+             "a report's Rerun line pins); repeatable",
 }
 
 
@@ -161,7 +164,7 @@ def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg
 
 
 @task(
-    iterable=["only", "exclude", "timeout", "slurm_arg"],
+    iterable=["only", "exclude", "image", "timeout", "slurm_arg"],
     help={
         **SELECT_HELP,
         **RUN_HELP,
@@ -170,12 +173,12 @@ def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg
         "rescue": RESCUE_HELP,
     },
 )
-def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus=None, engine=None, ranks=None,
+def matrix(c, list=False, matrix=None, only=None, exclude=None, image=None, json=False, gpus=None, engine=None, ranks=None,
            retries="0", control="failing", rescue=False, resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False,
            wheelhouse=None, ca_bundle=None, results=None, run_id=None, verbose=False, nodes=None, partition=None,
            account=None, time=None, slurm_arg=None, gpus_per_node=None, node_runtime=None):
     """Build what is missing, run the selected cells under supervision, record and report the outcomes."""
-    selection = _selection(matrix, only, exclude)
+    selection = _selection(matrix, only, exclude, image)
     if list:
         _exit(guarded(lambda: _commands().list_cells(selection, as_json=json)))
         return
@@ -187,37 +190,39 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, json=False, gpus
 
 
 @task(
-    iterable=["timeout", "slurm_arg"],
-    help={"cell": "the cell id, as `invoke list` prints it and --only takes it", "matrix": SELECT_HELP["matrix"], **RUN_HELP},
+    iterable=["image", "timeout", "slurm_arg"],
+    help={"cell": "the cell id, as `invoke list` prints it and --only takes it", "matrix": SELECT_HELP["matrix"],
+          "image": SELECT_HELP["image"], **RUN_HELP},
 )
-def rescue(c, cell, matrix=None, json=False, gpus=None, engine=None, ranks=None, retries="0", control="failing",
+def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, engine=None, ranks=None, retries="0", control="failing",
            timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None, results=None,
            run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
            gpus_per_node=None, node_runtime=None):
     """Run one cell and, when it hangs or fails, the rescue search: the smallest NCCL change that makes it pass."""
-    _run_matrix(_selection(matrix, (), ()), engine=engine, nodes=nodes, partition=partition, account=account,
+    _run_matrix(_selection(matrix, (), (), image), engine=engine, nodes=nodes, partition=partition, account=account,
                 time=time, slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus,
                 ranks=ranks, retries=retries, control=control, rescue=True,
                 resume=False, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose, cell=cell)
 
 
-@task(name="list", iterable=["only", "exclude"], help={**SELECT_HELP, "json": "machine-readable"})
-def list_(c, matrix=None, only=None, exclude=None, json=False):
+@task(name="list", iterable=["only", "exclude", "image"], help={**SELECT_HELP, "json": "machine-readable"})
+def list_(c, matrix=None, only=None, exclude=None, image=None, json=False):
     """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""
-    _exit(guarded(lambda: _commands().list_cells(_selection(matrix, only, exclude), as_json=json)))
+    _exit(guarded(lambda: _commands().list_cells(_selection(matrix, only, exclude, image), as_json=json)))
 
 
 @task(
-    iterable=["only", "exclude"],
+    iterable=["only", "exclude", "image"],
     help={**SELECT_HELP, **BUILD_HELP, "jobs": "images built in parallel (default 1)", "verbose": VERBOSE_HELP},
 )
-def build(c, matrix=None, only=None, exclude=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None, run_id=None,
-          jobs="1", verbose=False):
+def build(c, matrix=None, only=None, exclude=None, image=None, rebuild=False, wheelhouse=None, ca_bundle=None, results=None,
+          run_id=None, jobs="1", verbose=False):
     """Build the images of the selected cells, cached by content hash; logs under results/<run>/builds/."""
     res = _results(results)
-    _exit(guarded(lambda: _commands().build(_selection(matrix, only, exclude), _build_options(rebuild, wheelhouse, ca_bundle),
-                                         res, run_id, _number("--jobs", jobs, int, "2"), verbose)))
+    _exit(guarded(lambda: _commands().build(_selection(matrix, only, exclude, image),
+                                         _build_options(rebuild, wheelhouse, ca_bundle), res, run_id,
+                                         _number("--jobs", jobs, int, "2"), verbose)))
 
 
 @task(name="base-image", help={"ref": "image to make (default harness-base:bookworm)", "mirror": "Debian mirror URL",
@@ -234,13 +239,16 @@ def report(c, run=None, results=None, out=None):
     _exit(guarded(lambda: _commands().report(run, res, Path(out) if out else None)))
 
 
-@task(help={"base": "the run before", "new": "the run after", "threshold": "busbw change that counts (default 0.1)",
-            "results": "results folder", "out": "also write the diff to a file"})
-def compare(c, base, new, threshold="0.1", results=None, out=None):
+@task(help={"base": "the run before", "new": "the run after (may be the same run, with --stacks)",
+            "threshold": "busbw change that counts (default 0.1)", "results": "results folder",
+            "out": "also write the diff to a file",
+            "stacks": "OLD=NEW: stack OLD's cells in BASE against stack NEW's in NEW, by variant and launcher "
+                      "(last month's image against this month's)"})
+def compare(c, base, new, threshold="0.1", results=None, out=None, stacks=None):
     """Diff two runs by cell id; exit 1 when something regressed (the driver-upgrade check)."""
     res = _results(results)
     _exit(guarded(lambda: _commands().compare(base, new, res, _number("--threshold", threshold, float, "0.1"),
-                                           Path(out) if out else None)))
+                                           Path(out) if out else None, stacks)))
 
 
 @task(help={"run": "run id or folder (default: the latest)", "to": "docs folder to publish into",

@@ -105,7 +105,7 @@ def test_partial_records_read_with_nothing_made_up(data):
     rec = CellRecord.from_json(data)
     assert rec.fingerprint.nccl_loaded is None and rec.bandwidth_rows == () and rec.transports == ()
     assert rec.busbw_at(None) is None and rec.phase_timings == {} and rec.launcher_changes == {}
-    assert rec.image_tag is None and rec.row_key[0] == "?"
+    assert rec.image_tag is None and rec.row_key[:2] == ("", "?")
     if rec.outcome is None:
         assert (rec.status, rec.reason, rec.phase, rec.error_class) == (None, None, None, None) and not rec.done
 
@@ -195,7 +195,7 @@ def test_accessors_of_a_real_record():
     assert rec.loaded_nccl == "2.28.3" and rec.fingerprint.nccl_compiled == "2.28.9"
     # the system 2.28.3 forced in with LD_PRELOAD over torch's own 2.28.9 wheel (issue 11: it read "bundled")
     assert rec.nccl_label == "2.28.3 (system, LD_PRELOAD by the host)"
-    assert rec.row_key == ("13.0", "2.28.3 (system, LD_PRELOAD by the host)", "2.11.0", "1.15.0", "accelerate")
+    assert rec.row_key == ("", "13.0", "2.28.3 (system, LD_PRELOAD by the host)", "2.11.0", "1.15.0", "accelerate")
     assert rec.fingerprint.driver == "580.159.04" and rec.fingerprint.gpu_names == ("NVIDIA H200",)
     assert rec.fingerprint.memlock_soft == math.inf and rec.fingerprint.shm_bytes == 137438953472
     assert list(rec.phase_timings) == list(record.WORKLOAD_PHASES)
@@ -242,7 +242,7 @@ def test_nccl_label_as_loaded_else_as_asked():
     assert pinned.nccl_label() == "2.21.5 (pip)" and pinned.nccl_label("2.21.5") == "2.21.5 (pip)"
     assert CellFields(cuda="12.4.1", nccl="bundled", nccl_via="bundled").nccl_label() == "bundled"
     assert CellFields(cuda="cpu").nccl_label("2.21.5") == "gloo (CPU)"
-    assert CellFields(cuda="12.4.1", nccl="2.27.3", nccl_via="system").row_key() == ("12.4.1", "2.27.3 (system)", "?", "?", "accelerate")
+    assert CellFields(cuda="12.4.1", nccl="2.27.3", nccl_via="system").row_key() == ("", "12.4.1", "2.27.3 (system)", "?", "?", "accelerate")
 
 
 def test_launcher_changes_and_done():

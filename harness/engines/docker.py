@@ -84,9 +84,10 @@ class DockerEngine:
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         # inside the container: the image's workload (and control, beside it: images/_install.j2 copies the
         # folder), the results folder mounted at /out, its own network
+        python = launch_mod.container_python(cell)
         if control:
-            return launch_mod.control_launch(cell, m, ranks=ranks)
-        return launch_mod.launch(cell, m, ranks=ranks, extra_args=extra_args, inherited_env=inherited_env)
+            return launch_mod.control_launch(cell, m, ranks=ranks, python=python)
+        return launch_mod.launch(cell, m, ranks=ranks, python=python, extra_args=extra_args, inherited_env=inherited_env)
 
     def equivalent(self, spec: CellSpec) -> str:
         return container_config(spec).docker_run()

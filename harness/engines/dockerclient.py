@@ -162,6 +162,19 @@ class DockerClient:
     def image_id(self, ref: str) -> str:
         return str(self._sdk.images.get(ref).id)
 
+    def repo_digest(self, ref: str) -> str:
+        """The image's reference by registry digest (repo@sha256:...), "" for an image that came from no
+        registry (built or imported here)."""
+        digests = self._sdk.images.get(ref).attrs.get("RepoDigests") or []
+        return str(digests[0]) if digests else ""
+
+    def pull(self, ref: str) -> None:
+        """Pull an image from its registry; DockerFailure (the engine's words) when it cannot."""
+        try:
+            self._sdk.images.pull(ref)
+        except docker.errors.DockerException as exc:
+            raise DockerFailure(short(exc)) from None
+
     def image_env(self, ref: str) -> dict[str, str]:
         """The image's ENV as a mapping; {} when it cannot be read."""
         try:

@@ -298,7 +298,7 @@ class SlurmEngine:
             raise HarnessError(f"--nodes {nodes}: {ranks} ranks cannot be spread evenly over {nodes} nodes. "
                                f"Fix: --ranks (CPU cells) or --gpus (GPU cells, per node) a multiple of {nodes}.")
         host = self.options.runtime == "host"  # else the image's Python and workload, the attempt folder at /out
-        python = self.python if host else "python"
+        python = self.python if host else launch_mod.container_python(cell)
         out_dir = str(out) if host else launch_mod.CONTAINER_OUT
         if control:  # the NCCL-only control, one launcher per node like the cell (its id file is in the shared out folder)
             return launch_mod.control_launch(cell, m, ranks=ranks, python=python,
