@@ -5,6 +5,8 @@ harness's wheel store (the same locked files as the CPU stack of matrix-cpu.yaml
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -32,8 +34,10 @@ def build_site_image(client: DockerClient, tag: str, accelerate: str, token: str
         ctx = Path(tmp)
         (ctx / "wheels").mkdir()
         for wheel in wheels:
-            (ctx / "wheels" / wheel.name).hardlink_to(wheel) if wheel.stat().st_dev == ctx.stat().st_dev \
-                else (ctx / "wheels" / wheel.name).write_bytes(wheel.read_bytes())
+            try:
+                os.link(wheel, ctx / "wheels" / wheel.name)
+            except OSError:  # another filesystem
+                shutil.copy2(wheel, ctx / "wheels" / wheel.name)
         (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base, label=SITE_LABEL, token=token,
                                                            reqs=" ".join(f"'{r}'" for r in reqs)))
         return client.build(ctx, tag, labels={SITE_LABEL: token}, buildargs={}, log=log)

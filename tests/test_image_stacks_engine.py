@@ -1,0 +1,130 @@
+"""Users' own images as stacks on a real engine: two site images (the local Debian base with torch's CPU
+wheel and two Accelerate releases, tagged like a site's training image) run as `image:` stacks, their
+versions read from inside, the pre-upgrade comparison between them; an image without torch, or one that
+cannot be pulled, stops the run with exit 2 before any cell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import commands, images, userimages
+from harness.matrix import load
+from harness.pipeline import MatrixOptions
+from harness.progress import Progress
+from harness.selection import Selection, resolve
+
+from .conftest import REPO
+from .siteimages import SITE_LABEL, build_site_image
+
+pytestmark = [pytest.mark.engine]
+
+NOV, DEC = "harness-test-site/train:2026-11", "harness-test-site/train:2026-12"
+MATRIX = f"""version: 1
+description: last month's site image against this month's
+stacks:
+  include:
+    - {{image: "{NOV}", name: train-2026-11}}
+    - {{image: "{DEC}", name: train-2026-12}}
+variants: [default]
+ranks: 2
+timeouts: {{fingerprint: 60, init: 60, prepare: 60, step: 30, check: 30, bandwidth: 60, teardown: 30, cell: 600}}
+bandwidth: {{sizes: ["4K", "1M"], iters: 5, warmup: 1, trials: 3}}
+"""
+
+
+@pytest.fixture(scope="module")
+def site_images(engine, base_image, tmp_path_factory):
+    """Two site images (torch 2.13.0 CPU; Accelerate 1.15.0 in November's, 0.34.2 in December's) and one
+    without torch (the bare base, tagged like a user's image); removed afterwards."""
+    import docker
+
+    logs = tmp_path_factory.mktemp("site-images")
+    ids = {tag: build_site_image(engine.client, tag, acc, "site", logs / f"{acc}.log")
+           for tag, acc in ((NOV, "1.15.0"), (DEC, "0.34.2"))}
+    sdk = docker.from_env(timeout=600)
+    sdk.images.get(base_image).tag("harness-test-site/notorch", "1")
+    yield ids
+    sdk.images.remove("harness-test-site/notorch:1")
+    for image in sdk.images.list(filters={"label": SITE_LABEL}):
+        sdk.images.remove(image.id, force=True)
+
+
+@pytest.mark.slow
+def test_site_images_run_as_stacks_with_their_versions_read_inside_and_compare(engine, site_images, test_images, tmp_path,
+                                                                                capsys):
+    path = tmp_path / "site.yaml"
+    path.write_text(MATRIX)
+    code = commands.run_matrix(Selection(path), MatrixOptions(engine="docker", results=tmp_path, run_id="site"))
+    err = capsys.readouterr().err
+    assert code == 0, err[-3000:]
+    assert f"stack train-2026-12: {DEC} ({site_images[DEC][:19]}) holds Python 3.11.2, torch 2.13.0+cpu (CPU), " \
+           "Accelerate 0.34.2; Debian GNU/Linux 12 (bookworm)" in err
+    run = tmp_path / "site"
+    records = {p.parent.name: json.loads(p.read_text()) for p in (run / "cells").glob("*/record.json")}
+    assert set(records) == {"train-2026-11+default", "train-2026-12+default"}
+    for (cell_id, record), (tag, acc) in zip(sorted(records.items()), ((NOV, "1.15.0"), (DEC, "0.34.2"))):
+        assert record["outcome"]["status"] == "pass", (cell_id, record["outcome"])
+        cell = record["cell"]
+        assert (cell["image"], cell["image_id"], cell["cuda"], cell["torch"], cell["accelerate"], cell["python_path"]) == \
+            (tag, site_images[tag], "cpu", "2.13.0+cpu", acc, "/opt/site/bin/python3")
+        fingerprint = record["attempts"][0]["raw"]["phases"]["fingerprint"]["fingerprint"]
+        assert (fingerprint["torch"], fingerprint["accelerate"]) == ("2.13.0+cpu", acc)  # the image's own stack ran
+        assert fingerprint["python"].startswith("3.11.2")
+    report = (run / "report.md").read_text()
+    assert f"| train-2026-11 ({NOV}, {site_images[NOV][7:19]}) | cpu | gloo (CPU) | 2.13.0+cpu | 1.15.0 | accelerate |" \
+        in report
+    assert f"--image train-2026-12={site_images[DEC]} --only 'train-2026-12+default'" in report
+    # the pre-upgrade comparison: last month's image against this month's, in one run
+    code = commands.compare("site", "site", tmp_path, stacks="train-2026-11=train-2026-12")
+    diff = capsys.readouterr().out
+    assert code == 0, diff
+    assert f"{NOV} ({site_images[NOV][7:19]}) → {DEC} ({site_images[DEC][7:19]}): Accelerate 1.15.0 → 0.34.2" in diff
+    # the Rerun line's pin finds the very thin layer that ran, without a build
+    _, cells = resolve(Selection(path, images=(f"train-2026-12={site_images[DEC]}",), only=("train-2026-12*",)), Progress())
+    (stack,) = {c.stack for c in userimages.resolve(cells, engine.client, Progress())}
+    ((_, tag, cached),) = images.plan([stack], engine.client, images.BuildOptions())
+    assert cached and tag == records["train-2026-12+default"]["image"]["tag"]
+
+
+def _matrix(tmp_path: Path, stacks: str) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text(f"version: 1\nstacks:\n  include:\n{stacks}variants: [default]\n")
+    return path
+
+
+@pytest.mark.parametrize("image, words", [
+    ("harness-test-site/notorch:1", ["stack `notorch-1`: image `harness-test-site/notorch:1` has no torch for "
+                                     "/usr/bin/python3", "No module named 'torch'", "Fix: use an image with torch"]),
+    # a registry on loopback that nothing listens on: the pull is refused here, nothing leaves the machine
+    ("127.0.0.1:9/site/nosuch:1", ["is not on this engine and cannot be pulled", "127.0.0.1:9",
+                                   "Fix: pull or load it first"]),
+])
+def test_an_image_without_torch_or_that_cannot_be_pulled_is_exit_2_before_any_cell(site_images, tmp_path, image, words):
+    path = _matrix(tmp_path, f'    - {{image: "{NOV}", name: good}}\n    - {{image: "{image}"}}\n')
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--matrix", str(path), "--engine", "docker",
+                           "--results", str(tmp_path / "res"), "--run-id", "bad"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: {path}: ")
+    for word in words:
+        assert word in error, error
+    assert not (tmp_path / "res").exists()  # before any cell: nothing was built, run or recorded
+
+
+def test_the_dry_run_reads_the_image_and_prints_the_launch_through_its_own_python(site_images, tmp_path):
+    path = _matrix(tmp_path, f'    - {{image: "{DEC}", name: dec, accelerate: "1.15.0"}}\n')
+    proc = subprocess.run([sys.executable, "-m", "harness", "matrix", "--matrix", str(path), "--engine", "docker",
+                           "--results", str(tmp_path), "--dry-run"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"from images/image.Dockerfile.j2 on {DEC} (Python 3.11.2, torch 2.13.0+cpu (CPU), Accelerate 1.15.0 from the " \
+           "wheel store (the image has 0.34.2)" in proc.stdout
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("docker run"))
+    assert " /opt/harness/python -m accelerate.commands.launch " in line
+    assert load(path).stacks[0].image == DEC
