@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import engines, images, matrix, matrixfile, outcome, runner, selection, supervise  # noqa: E402
+from harness import engines, images, matrix, matrixfile, outcome, pipeline, runner, selection, supervise  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 
 from common import stop_rank  # noqa: E402
@@ -60,7 +60,9 @@ def main() -> int:
     m = matrix.Matrix(**{**m.__dict__, "timeouts": matrixfile.Timeouts(
         fingerprint=max(60, t), init=t, prepare=t, step=t, check=t, bandwidth=t, teardown=max(30, t), cell=600)})
     engine = engines.choose(args.engine, Progress())
-    cell = next(c for c in engine.cells(m, list(m.runnable), Progress()) if c.launcher == "accelerate")
+    # a user's image (`image:` stack) is read first, as `invoke matrix` reads it
+    cells = pipeline.read_images(engine, engine.cells(m, list(m.runnable), Progress()), m, Progress())
+    cell = next(c for c in cells if c.launcher == "accelerate")
     image = ""
     if engine.builds_images and engine.builder is not None:
         built = images.build_all([cell.stack], engine.builder, images.BuildOptions(wheelhouse=args.wheelhouse),
@@ -77,9 +79,12 @@ def main() -> int:
         phase, rank = rng.choice(PHASES), rng.randrange(ranks)
         result, record = one(engine, m, cell, opts, image, work / f"hang-{i}", phase, rank)
         latency = record.verdict_after_progress - t
+        found = record.forensics
         rows.append({"phase": phase, "rank": rank, "status": result.status, "hang_phase": result.phase,
                      "latency_s": round(latency, 3), "detect_s": round(record.stall.since_progress - t, 3)
-                     if record.stall else None})
+                     if record.stall else None, "reason": result.reason,
+                     "forensics": {"stacks_of_ranks": sorted(found.stacks or {}), "processes": bool(found.processes),
+                                   "nccl_tail_of_ranks": sorted(found.nccl_tail or {})} if found else None})
         print(f"hang {i + 1}/{args.hangs}: stopped rank {rank} in {phase}: {result.status} in {result.phase}, "
               f"verdict {latency:.2f}s after the threshold", flush=True)
     for i in range(args.healthy):
