@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from docker.types import DeviceRequest, HostConfig
 
 from harness import cli, launch, matrix, pipeline, report, results, selection
 from harness.engines.base import CellSpec
-from harness.engines.container import ContainerConfig, container_config
+from harness.engines.container import GPU_API_NAMES, ContainerConfig, container_config
 from harness.engines.docker import GPU_API_FIXES, DockerEngine
 from harness.errors import InfraError
 from harness.kinds import GPU_APIS
@@ -218,3 +219,17 @@ def test_the_dry_run_probes_as_the_real_run_would_or_takes_the_flag(engine, base
     with pytest.raises(InfraError, match="neither way"):
         pipeline.run(selection.Selection(matrix.DEFAULT_GPU_MATRIX, (gpu_cell,)),
                      pipeline.MatrixOptions(engine="docker", gpus="0", dry_run=True))
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("used, other", [("cdi", "nvidia"), ("nvidia", "cdi")])
+def test_a_cell_whose_gpus_the_engine_refuses_names_the_way_used_and_the_others_fix(engine, base_image, tmp_path, used,
+                                                                                   other):
+    spec = replace(_spec(("0",), used), image=base_image, out_dir=tmp_path / "out", run_id="gpu-way-test")
+    with pytest.raises(InfraError) as caught, DockerEngine(engine.client).start(spec):
+        pass
+    text = str(caught.value)
+    assert text.startswith(f"this Docker engine refused the cell's GPUs through {GPU_API_NAMES[used]} (")
+    assert "could not select device driver" in text  # the engine's own words
+    assert f"--gpu-api {other}" in text and GPU_API_FIXES[other] in text and GPU_API_FIXES[used] in text
+    assert engine.client.leftovers() == []
