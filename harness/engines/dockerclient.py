@@ -255,7 +255,7 @@ class DockerClient:
             sdk.start()
         except docker.errors.APIError as exc:
             self.remove_container(name)
-            raise DockerFailure(short(exc)) from None
+            raise DockerFailure(explanation(exc)) from None
         return Container(sdk)
 
     @contextmanager
