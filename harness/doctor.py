@@ -10,13 +10,14 @@ from .engines.base import Check
 from .engines.slurm import SlurmOptions
 from .errors import EXIT_INFRA, EXIT_OK, InfraError
 from .progress import Progress
-from .selection import check_gpus, gpus_visible
+from .selection import check_gpu_api, check_gpus, gpus_visible
 
 
 def checks(gpus_flag: str | None = None, engine_choice: str | None = None, slurm: SlurmOptions | None = None,
-           results_dir: Path = results.DEFAULT_RESULTS) -> list[Check]:
-    # a bad --gpus is bad input, as it is for `invoke matrix` (exit 2 with the same message), not a check
+           results_dir: Path = results.DEFAULT_RESULTS, gpu_api_flag: str | None = None) -> list[Check]:
+    # a bad --gpus (--gpu-api) is bad input, as it is for `invoke matrix` (exit 2 with the same message), not a check
     gpus = check_gpus(gpus_flag)
+    gpu_api = check_gpu_api(gpu_api_flag)
     found = [Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for")]
     driver = hostinfo.driver_version()
     found.append(Check("NVIDIA driver", bool(driver) or not gpus_visible(), driver or "none (CPU cells only)",
@@ -25,7 +26,7 @@ def checks(gpus_flag: str | None = None, engine_choice: str | None = None, slurm
         engine = engines.choose(engine_choice or "docker", Progress(), slurm)
     except InfraError as exc:
         return found + [Check("Docker engine", False, str(exc))]
-    return found + engine.checks(gpus, results_dir)
+    return found + engine.checks(gpus, results_dir, gpu_api)
 
 
 def render(found: list[Check]) -> str:
@@ -40,9 +41,9 @@ def render(found: list[Check]) -> str:
 
 
 def doctor(gpus_flag: str | None = None, engine_choice: str | None = None, slurm: SlurmOptions | None = None,
-           results_dir: Path = results.DEFAULT_RESULTS) -> int:
+           results_dir: Path = results.DEFAULT_RESULTS, gpu_api_flag: str | None = None) -> int:
     """Print every check; exit 4 when something blocks a run."""
     reaper.sweep(Progress())  # what a dead harness left would skew what is checked
-    found = checks(gpus_flag, engine_choice, slurm, results_dir)
+    found = checks(gpus_flag, engine_choice, slurm, results_dir, gpu_api_flag)
     print(render(found))
     return EXIT_INFRA if any(not c.ok and c.blocking for c in found) else EXIT_OK

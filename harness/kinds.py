@@ -1,5 +1,5 @@
 """The closed sets records are written in, each defined once: outcome statuses, phases, error
-classes, how an attempt ended, launchers, how NCCL was installed, build statuses."""
+classes, how an attempt ended, launchers, how NCCL was installed, build statuses, how GPUs reach a container."""
 
 from __future__ import annotations
 
@@ -75,6 +75,12 @@ EnvOrigin = Literal["variant", "harness", "launcher", "inherited", "host or imag
 ENV_ORIGINS: tuple[EnvOrigin, ...] = get_args(EnvOrigin)
 BuildStatus = Literal["built", "cached", "build-error"]
 BUILD_STATUSES: tuple[BuildStatus, ...] = get_args(BuildStatus)
+# How a cell's container gets its GPUs (engines/container.py; `--gpu-api`, run.json's gpu_api): CDI devices
+# (`--device nvidia.com/gpu=0`: NVIDIA's recommended way for Docker 25+, podman and rootless engines; the only
+# one on the GPU machines, which have no NVIDIA Container Toolkit) or the NVIDIA runtime's device request (`--gpus`).
+# In the order the probe tries them.
+GpuApi = Literal["cdi", "nvidia"]
+GPU_APIS: tuple[GpuApi, ...] = get_args(GpuApi)
 
 for _group in (RETRYABLE, GOOD, FAILED, MEASURED):
     assert set(_group) <= set(STATUSES), _group
@@ -84,4 +90,4 @@ __all__ = ["WORKLOAD_ERROR_CLASSES", "WORKLOAD_PHASES", "CONTROL_ERROR_CLASSES",
            "CONTROL_THRESHOLDS", "phase_index", "ErrorClass", "ERROR_CLASSES", "AttemptKind", "ATTEMPT_KINDS",
            "ControlWhen", "CONTROL_WHEN", "ControlStatus", "RescueStatus", "RescueEnd", "RESCUE_ENDS", "Layer",
            "EndedBy", "ENDED_BY", "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "EnvOrigin", "ENV_ORIGINS",
-           "BuildStatus", "BUILD_STATUSES"]
+           "BuildStatus", "BUILD_STATUSES", "GpuApi", "GPU_APIS"]

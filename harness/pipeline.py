@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner, userimages
+from .codec import RecordError
 from .engines.base import Engine
+from .engines.container import gpu_text
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
-from .kinds import CONTROL_WHEN, ControlWhen
+from .kinds import CONTROL_WHEN, ControlWhen, GpuApi
 from .matrix import Cell, Matrix
 from .progress import Progress
 from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
 from .runfacts import HostJson, MatrixJson, RunJson
-from .selection import Selection, check_gpus, check_ranks, check_timeouts, resolve
+from .selection import Selection, check_gpu_api, check_gpus, check_ranks, check_timeouts, resolve
 
 EXIT_INTERRUPTED = 130
 
@@ -49,6 +51,7 @@ class MatrixOptions:
     extra_env: tuple[tuple[str, str], ...] = ()
     control: ControlWhen = "failing"  # --control: for which cells the NCCL-only control runs
     rescue: bool = False  # --rescue (and `invoke rescue`): the rescue search after a hang or failure
+    gpu_api: str | None = None  # --gpu-api cdi|nvidia: how containers get GPUs; None = a probe chooses (checked: GpuApi)
 
 
 def checked_build_options(options: images.BuildOptions, jobs: int) -> images.BuildOptions:
@@ -76,6 +79,7 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
         raise HarnessError(f"--retries {opts.retries}: must be 0 or more. Fix: e.g. --retries 1.")
     if opts.control not in CONTROL_WHEN:
         raise HarnessError(f"--control {opts.control}: not one of {', '.join(CONTROL_WHEN)}. Fix: e.g. --control always.")
+    check_gpu_api(opts.gpu_api)
     return replace(opts, build=checked_build_options(opts.build, opts.jobs)), gpus
 
 
@@ -138,7 +142,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
                               opts.extra_env, opts.control, opts.rescue)
     if opts.dry_run:
-        return _dry_run(m, runnable, engine, ropts, opts.build, progress)
+        return _dry_run(m, runnable, engine, ropts, opts, progress)
     run = results.run_dir(opts.results, run_id)
     with results.owned(run) as stale:
         if stale:
@@ -208,6 +212,12 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
             results.save_record(opts.results, run_id, build_error(cell, build))
             counts["build-error"] += 1
     todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
+    api, why = choose_gpu_api(engine, todo, ropts.gpus, opts.gpu_api,
+                              lambda c: built[c.stack.id].tag if c.stack.id in built else "")
+    if api is not None:
+        progress.say(gpu_api_line(api, why, ropts.gpus).removeprefix("# "))
+        _record_gpu_api(run, api, progress)
+        ropts = replace(ropts, gpu_api=api)
     together = engine.concurrent_cells(opts.jobs) if len(todo) > 1 else 1
     progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine"
                  f"{f', up to {together} at a time' if together > 1 else ''}; results in {run}")
@@ -342,20 +352,60 @@ def _finish(run: Path, counts: Counter, interrupted: bool, opts: MatrixOptions, 
     return EXIT_CELLS_FAILED if bad else EXIT_OK
 
 
-def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOptions, build: images.BuildOptions,
+def choose_gpu_api(engine: Engine, cells: list[Cell], gpus: tuple[str, ...], given: str | None,
+                   image_of: Callable[[Cell], str]) -> tuple[GpuApi | None, str]:
+    """How the run's GPU cells get their GPUs, chosen once (after the images are built: the probe starts the
+    first GPU cell's image, or a local base image where it does not exist yet, as in a dry run), and why:
+    --gpu-api, or a probe; (None, "") for a run without GPU cells. The real run and the dry run both ask here."""
+    gpu_cells = [c for c in cells if not c.stack.is_cpu]
+    if not gpus or not gpu_cells:
+        return None, ""
+    first = gpu_cells[0]
+    # a user's image is on the engine already (read before anything runs) where its thin layer may not be yet
+    api = engine.gpu_api(gpus, image_of(first) or first.stack.image, check_gpu_api(given))
+    return api, "--gpu-api" if given is not None else "probed"
+
+
+def gpu_api_line(api: GpuApi, why: str, gpus: tuple[str, ...]) -> str:
+    """The run's (and the dry run's) one line on it: `# GPUs through CDI (nvidia.com/gpu=0; probed)`."""
+    return f"# GPUs to containers through {gpu_text(api, gpus)} ({why})"
+
+
+def _record_gpu_api(run: Path, api: GpuApi, progress: Progress) -> None:
+    """run.json's gpu_api, once chosen: run.json is written before the images are built, the probe after."""
+    path = run / "run.json"
+    try:
+        facts = RunJson.read(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, RecordError) as exc:
+        progress.say(f"run.json: the GPU way ({api}) is not recorded: {exc}")
+        return
+    if facts.gpu_api != api:
+        results.write_json(path, facts.replace(gpu_api=api).to_json())
+
+
+def _dry_run(m: Matrix, cells: list[Cell], engine: Engine, ropts: runner.RunOptions, opts: MatrixOptions,
              progress: Progress) -> int:
     """What would be built, and each cell's equivalent command line from the same spec the real run
-    starts, copy-pasteable; nothing is built, run or written."""
+    starts, copy-pasteable (the GPUs through the way the real run would take: the same choice, the probe
+    starting the GPU cell's image if it is cached); nothing is built, run or written."""
     tags: dict[str, str] = {}
     builder = engine.builder if engine.builds_images else None
+    ready: dict[str, str] = {}
     if builder is not None:
         stacks = list({c.stack.id: c.stack for c in cells}.values())
         print(f"# {len(stacks)} image(s):")
-        for stack, tag, cached in images.plan(stacks, builder, build):
+        for stack, tag, cached in images.plan(stacks, builder, opts.build):
             tags[stack.id] = tag
             state = "cached" if cached else "would build"
             print(f"# {state}: {tag} from images/{stack.template}.Dockerfile.j2"
                   + (f" on {stack.image} ({userimages.describe(stack)})" if stack.is_image else ""))
+            if cached:
+                ready[stack.id] = tag
+    # the probe starts an image that exists: a cached one, a user's image, else a local base
+    api, why = choose_gpu_api(engine, cells, ropts.gpus, opts.gpu_api, lambda c: ready.get(c.stack.id, ""))
+    if api is not None:
+        print(gpu_api_line(api, why, ropts.gpus))
+        ropts = replace(ropts, gpu_api=api)
     print(f"# {len(cells)} cell(s):")
     for cell in cells:
         cell_opts = replace(ropts, gpus=()) if cell.stack.is_cpu else ropts

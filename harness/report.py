@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import hints, nccl_log
+from .engines.container import gpu_text
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, Status
 from .results import RunData
 from .runfacts import RunFacts
@@ -196,6 +197,8 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
     flags = run.engine_flags or (("--engine", "host") if record.cell.is_host else ())
     engine = "".join(f" {shlex.quote(f)}" for f in flags)
     gpu_flag = f" --gpus {','.join(run.gpus)}" if run.gpus and not record.cell.is_cpu else ""
+    # the way this run's containers got the GPUs (a probe on the same engine would choose it again; given, it is not probed)
+    gpu_flag += f" --gpu-api {run.gpu_api}" if run.gpu_api and gpu_flag else ""
     rescue = " --rescue" if record.rescue.status != "not-run" else ""
     # a user's image by what ran, not by its tag (which may point at another image by now)
     pin = record.cell.pin
@@ -206,14 +209,16 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
 
 def _header(data: RunData) -> list[str]:
     run = data.facts
-    gpu_text = ", ".join(f"{n} × {g}" for g, n in Counter(run.host_gpus).items()) if run.host_gpus else "none"
+    gpu_names = ", ".join(f"{n} × {g}" for g, n in Counter(run.host_gpus).items()) if run.host_gpus else "none"
     rows = [
         ("Host", run.hostname),
         ("OS", run.os),
         ("Driver", run.driver or "no NVIDIA driver"),
-        ("GPUs", gpu_text + (f" (cells used {', '.join(run.gpus)})" if run.gpus else "")),
+        ("GPUs", gpu_names + (f" (cells used {', '.join(run.gpus)})" if run.gpus else "")),
         ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x)
          + (f" (runtimes: {', '.join(run.engine_runtimes)})" if run.engine_runtimes else "")),
+        # only for runs that recorded it: older runs' reports stay as they were
+        *([("GPUs to containers", gpu_text(run.gpu_api, run.gpus))] if run.gpu_api else []),
         ("Harness", f"{run.harness_version} (commit {run.git_commit or '?'})"),
         ("Matrix", f"{run.matrix_path} (sha256 {str(run.matrix_sha256)[:12]})"),
         ("Run", f"{data.run_id}, started {run.started or '?'}"),

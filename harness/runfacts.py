@@ -9,6 +9,7 @@ from pydantic import ConfigDict, model_validator
 
 from .cellfields import CellFields
 from .codec import Json, Model, RecordError, Str, Text, shown
+from .kinds import GpuApi
 
 __all__ = ["EngineJson", "HostJson", "MatrixJson", "RunJson", "RunFacts"]
 
@@ -61,9 +62,13 @@ class RunJson(Model):
     host: HostJson = HostJson()
     engine: Str | None = None  # the engine's name (also in host.engine, where runs before it lack it)
     gpus: tuple[Str, ...] = ()  # the GPU ids the cells used (--gpus)
+    # how the GPU cells' containers got the GPUs (Engine.gpu_api); not written for runs without (CPU-only, host,
+    # slurm) nor by harnesses before it
+    gpu_api: GpuApi | None = None
     harness_version: Str | None = None
     matrix: MatrixJson = MatrixJson()
     cells: tuple[Json, ...] = ()  # CellFields of every cell (ids in early runs), read one by one (RunFacts)
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"gpu_api"})
 
     @model_validator(mode="before")
     @classmethod
@@ -83,6 +88,7 @@ class RunFacts(Model):
     driver: str | None = None
     host_gpus: tuple[str, ...] = ()  # GPU names on the host
     gpus: tuple[str, ...] = ()  # the GPU ids the cells used (--gpus)
+    gpu_api: GpuApi | None = None  # how containers got the GPUs; None: no container GPUs, or a run before it
     engine: str | None = None
     engine_version: str | None = None
     engine_runtimes: tuple[str, ...] = ()
@@ -123,7 +129,7 @@ class RunFacts(Model):
             problems.extend(seen)
         host, engine = data.host, data.host.engine or EngineJson(name=data.engine)
         return cls(run_id=data.run_id, started=data.started, hostname=host.hostname, os=host.os, driver=host.driver,
-                   host_gpus=host.gpus, gpus=data.gpus, engine=engine.name, engine_version=engine.version,
+                   host_gpus=host.gpus, gpus=data.gpus, gpu_api=data.gpu_api, engine=engine.name, engine_version=engine.version,
                    engine_runtimes=engine.runtimes, engine_flags=engine.flags,
                    harness_version=host.harness_version or data.harness_version, git_commit=host.git_commit,
                    matrix_path=data.matrix.path, matrix_sha256=data.matrix.sha256, cell_ids=tuple(dict.fromkeys(ids)),

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import ladder, launch, outcome, results, supervise
 from .engines.base import CellSpec, Engine
-from .kinds import MEASURED, AttemptKind, ControlWhen
+from .kinds import MEASURED, AttemptKind, ControlWhen, GpuApi
 from .matrix import Cell, Matrix
 from .record import RETRYABLE, AttemptRecord, CellRecord, ImageRef, Outcome
 from .workload.cli import FAULT_ENV
@@ -30,6 +30,7 @@ class RunOptions:
     extra_env: tuple[tuple[str, str], ...] = ()
     control: ControlWhen = "failing"  # `--control`: for which cells the NCCL-only control runs
     rescue: bool = False  # `--rescue`: the rescue search after a cell hangs or fails
+    gpu_api: GpuApi | None = None  # how GPU cells' containers get the GPUs (Engine.gpu_api); None: not chosen
 
 
 def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str, attempt: int, out: Path,
@@ -42,7 +43,7 @@ def spec_for(cell: Cell, m: Matrix, engine: Engine, opts: RunOptions, image: str
                          inherited_env=inherited, control=kind == "control")
     if opts.extra_env:
         lnch = launch.Launch(lnch.argv, lnch.env + opts.extra_env, lnch.ranks, lnch.device)
-    return CellSpec(opts.run_id, cell.id, lnch, out, image=image, gpus=opts.gpus, attempt=attempt,
+    return CellSpec(opts.run_id, cell.id, lnch, out, image=image, gpus=opts.gpus, gpu_api=opts.gpu_api, attempt=attempt,
                     inherited_env=tuple(sorted(inherited.items())), kind=kind)
 
 

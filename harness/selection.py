@@ -1,5 +1,5 @@
 """What the user selected: the matrix file (GPU or CPU by default), the --only/--exclude filters, the
-GPU ids of --gpus, and the numbers of --ranks and --timeout, each checked before anything starts and
+GPU ids of --gpus, the way of --gpu-api, and the numbers of --ranks and --timeout, each checked before anything starts and
 each bad value named with its flag. The bounds are the matrix file's own (harness/matrixfile.py)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import matrix, matrixfile
 from .errors import HarnessError, closest
+from .kinds import GPU_APIS, GpuApi
 from .matrix import FILTER_KEYS, Cell, Matrix
 from .progress import Progress
 
@@ -129,6 +130,18 @@ def check_gpus(requested: str | None) -> tuple[str, ...]:
         raise HarnessError(f"--gpus {requested}: GPU {','.join(missing)} does not exist here (present: {have}). "
                            "Fix: pick from the present ones, or `all`.")
     return ids
+
+
+def check_gpu_api(value: str | None) -> GpuApi | None:
+    """--gpu-api cdi|nvidia (None: the engine probes); bad input names the flag."""
+    if value is None:
+        return None
+    for api in GPU_APIS:
+        if value == api:
+            return api
+    raise HarnessError(f"--gpu-api {value}: not one of {', '.join(GPU_APIS)}. Fix: --gpu-api cdi (CDI devices, "
+                       "--device nvidia.com/gpu=0) or --gpu-api nvidia (the NVIDIA runtime, --gpus); leave it out to "
+                       "let a probe container choose.")
 
 
 def check_ranks(ranks: int | None) -> int | None:

@@ -119,6 +119,9 @@ def _slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runti
                         _number("--gpus-per-node", gpus_per_node, int, "8"), node_runtime or "host")
 
 
+GPU_API_HELP = ("docker engine, GPU cells: how containers get the GPUs, `cdi` (--device nvidia.com/gpu=N) or `nvidia` (the "
+                "NVIDIA runtime, --gpus); default: a probe container tries CDI, then the NVIDIA runtime")
+
 RUN_HELP = {
     **BUILD_HELP,
     "json": "machine-readable output (with --list: the cells; else a summary on stdout)",
@@ -130,6 +133,7 @@ RUN_HELP = {
     "control": "run the NCCL-only control (a torch-free all-reduce through the cell's libnccl) as an extra attempt: "
                "`failing` (default) after an NCCL cell hangs or fails, `always` after every cell (gloo ones too: "
                "there it reports nccl-not-found or cuda-not-found, it needs libnccl and a GPU), `never`",
+    "gpu_api": GPU_API_HELP,
     "timeout": "PHASE=SECONDS stall threshold override (phases, or cell for the hard cap); repeatable",
     "jobs": "images built in parallel (default 1); on the slurm engine also up to N cells at the same time, each "
             "its own job with sbatch --exclusive (no node shared); docker and host cells always run one at a time "
@@ -144,13 +148,13 @@ RESCUE_HELP = ("after a cell hangs or fails, try the rescue ladder (matrix.yaml 
 
 
 def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime, gpus,
-                ranks, retries, control, rescue, resume, timeout, jobs, dry_run, json, rebuild, wheelhouse, ca_bundle,
-                results, run_id, verbose, cell=None):
+                gpu_api, ranks, retries, control, rescue, resume, timeout, jobs, dry_run, json, rebuild, wheelhouse,
+                ca_bundle, results, run_id, verbose, cell=None):
     """`matrix` and `rescue`: their flags as MatrixOptions, then the run (`rescue`: of one cell by its id)."""
     def run() -> int:
         options = _commands().MatrixOptions(
             engine=engine, slurm=_slurm(nodes, partition, account, time, slurm_arg, gpus_per_node, node_runtime),
-            gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+            gpus=gpus, gpu_api=gpu_api, ranks=_number("--ranks", ranks, int, "2"),
             retries=_number("--retries", retries, int, "1"), control=control, rescue=rescue, resume=resume,
             timeouts=tuple(timeout or ()), jobs=_number("--jobs", jobs, int, "2"), dry_run=dry_run, as_json=json,
             results=_results(results), run_id=run_id,
@@ -173,7 +177,8 @@ def _run_matrix(selection, *, engine, nodes, partition, account, time, slurm_arg
         "rescue": RESCUE_HELP,
     },
 )
-def matrix(c, list=False, matrix=None, only=None, exclude=None, image=None, json=False, gpus=None, engine=None, ranks=None,
+def matrix(c, list=False, matrix=None, only=None, exclude=None, image=None, json=False, gpus=None, gpu_api=None, engine=None,
+           ranks=None,
            retries="0", control="failing", rescue=False, resume=False, timeout=None, jobs="1", dry_run=False, rebuild=False,
            wheelhouse=None, ca_bundle=None, results=None, run_id=None, verbose=False, nodes=None, partition=None,
            account=None, time=None, slurm_arg=None, gpus_per_node=None, node_runtime=None):
@@ -183,8 +188,8 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, image=None, json
         _exit(guarded(lambda: _commands().list_cells(selection, as_json=json)))
         return
     _run_matrix(selection, engine=engine, nodes=nodes, partition=partition, account=account, time=time,
-                slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus, ranks=ranks,
-                retries=retries, control=control, rescue=rescue,
+                slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus, gpu_api=gpu_api,
+                ranks=ranks, retries=retries, control=control, rescue=rescue,
                 resume=resume, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose)
 
@@ -194,14 +199,15 @@ def matrix(c, list=False, matrix=None, only=None, exclude=None, image=None, json
     help={"cell": "the cell id, as `invoke list` prints it and --only takes it", "matrix": SELECT_HELP["matrix"],
           "image": SELECT_HELP["image"], **RUN_HELP},
 )
-def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, engine=None, ranks=None, retries="0", control="failing",
+def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, gpu_api=None, engine=None, ranks=None, retries="0",
+           control="failing",
            timeout=None, jobs="1", dry_run=False, rebuild=False, wheelhouse=None, ca_bundle=None, results=None,
            run_id=None, verbose=False, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
            gpus_per_node=None, node_runtime=None):
     """Run one cell and, when it hangs or fails, the rescue search: the smallest NCCL change that makes it pass."""
     _run_matrix(_selection(matrix, (), (), image), engine=engine, nodes=nodes, partition=partition, account=account,
                 time=time, slurm_arg=slurm_arg, gpus_per_node=gpus_per_node, node_runtime=node_runtime, gpus=gpus,
-                ranks=ranks, retries=retries, control=control, rescue=True,
+                gpu_api=gpu_api, ranks=ranks, retries=retries, control=control, rescue=True,
                 resume=False, timeout=timeout, jobs=jobs, dry_run=dry_run, json=json, rebuild=rebuild,
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose, cell=cell)
 
@@ -263,14 +269,15 @@ def publish(c, run=None, to=None, results=None):
 
 @task(iterable=["slurm_arg"], help={
     "gpus": "GPU ids the run will ask for (checked to exist)", "engine": "docker (default), host or slurm", **SLURM_HELP,
+    "gpu_api": GPU_API_HELP + " (here: check that one way only; default: check both)",
     "results": "results folder (slurm: checked to be seen by every node; default: results/)"})
-def doctor(c, gpus=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
+def doctor(c, gpus=None, gpu_api=None, engine=None, nodes=None, partition=None, account=None, time=None, slurm_arg=None,
            gpus_per_node=None, node_runtime=None, results=None):
-    """Check the engine, the NVIDIA runtime, GPUs, disk, /dev/shm and memlock as a container sees them
-    (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
+    """Check the engine, how containers get GPUs (CDI or the NVIDIA runtime), disk, /dev/shm and memlock as a
+    container sees them (slurm: the controller, the partition, the shared results folder and the runtime on the nodes)."""
     _exit(guarded(lambda: _commands().doctor(gpus, engine, _slurm(nodes, partition, account, time, slurm_arg,
                                                                                gpus_per_node, node_runtime),
-                                             _results(results))))
+                                             _results(results), gpu_api)))
 
 
 @task(help={"images": "also remove the harness's images (not the base image)"})

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from harness import launch as launch_mod
 from harness.engines.base import CellSpec, Check, Stop
 from harness.engines.dockerclient import DockerClient
+from harness.kinds import GpuApi
 from harness.matrix import Cell, Matrix
 from harness.progress import Progress
 from harness.record import WORKLOAD_PHASES
@@ -224,8 +225,11 @@ class FakeEngine:
     def facts(self) -> dict[str, Any]:
         return {"name": self.name}
 
-    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         return [Check("fake engine", True, "scripted ranks in threads")]
+
+    def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
+        return None  # no container
 
     def preflight(self, progress: Progress) -> None:
         return None

@@ -59,6 +59,11 @@ CASES = [
     (["matrix", "--gpus", "0,0"], ["--gpus 0,0", "distinct"]),
     (["matrix", "--gpus", "-1"], ["--gpus -1"]),
     (["doctor", "--engine", "host", "--gpus", "x"], ["--gpus x"]),
+    # --gpu-api: the way containers get GPUs
+    (["matrix", "--gpu-api", "runtime"], ["--gpu-api runtime", "cdi, nvidia", "--gpu-api cdi"]),
+    (["rescue", "cpu-torch2.13.0-acc1.15.0+default", "--matrix", "matrix-cpu.yaml", "--dry-run", "--gpu-api", "CDI"],
+     ["--gpu-api CDI", "cdi, nvidia"]),
+    (["doctor", "--gpu-api", "gpus"], ["--gpu-api gpus", "cdi, nvidia"]),
     # --timeout PHASE=S
     (["matrix", "--timeout", "prepare"], ["--timeout prepare", "PHASE=SECONDS"]),
     (["matrix", "--timeout", "prepare=soon"], ["--timeout prepare=soon"]),

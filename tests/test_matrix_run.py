@@ -129,7 +129,8 @@ def test_gpu_cell_on_an_engine_without_the_nvidia_runtime_is_infra_error(engine,
     record = supervise.supervise(engine, spec, m.timeouts)
     result = outcome.classify(record.to_json())
     assert result.status == "infra-error"
-    assert "cannot give containers GPUs" in result.reason and "NVIDIA Container Toolkit" in result.reason
+    assert "refused the cell's GPUs through the NVIDIA runtime" in result.reason
+    assert "NVIDIA Container Toolkit" in result.reason and "--gpu-api cdi" in result.reason
     assert engine.client.leftovers(f"{LABEL_RUN}=nogpu") == []
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..kinds import AttemptKind
+from ..kinds import AttemptKind, GpuApi
 from ..launch import Launch
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ class CellSpec:
     out_dir: Path  # on the host; the engine maps it to launch's --out
     image: str = ""  # docker only
     gpus: tuple[str, ...] = ()  # device ids; () = CPU cell
+    # docker: how the container gets the GPUs, chosen once per run (DockerEngine.gpu_api, or --gpu-api); None:
+    # not chosen (CPU cells, engines without a container here)
+    gpu_api: GpuApi | None = None
     shm_size: str | None = None  # docker: a /dev/shm size instead of the host IPC namespace
     attempt: int = 1
     # NCCL_/TORCH_/CUDA_/ACCELERATE_ variables the launcher starts with from the host or the image (not
@@ -128,9 +131,15 @@ class Engine(Protocol):
     def facts(self) -> dict[str, Any]:
         """What run.json records about the engine (name, version, runtimes...)."""
 
-    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         """Everything this engine needs for a run, for `invoke doctor` (slurm: `results_dir` is where the
-        nodes' probe job writes, to check that every node sees it)."""
+        nodes' probe job writes, to check that every node sees it; docker: `gpu_api` (--gpu-api) the one way
+        to give containers GPUs to check, else both)."""
+
+    def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
+        """How this run's cell containers get `gpus`, chosen once per run: `given` (--gpu-api) or what a
+        probe finds (docker, preferring `image`, one the run uses: InfraError when no way works); None for a
+        CPU-only run and for an engine that starts no container from here (host; slurm: the node runtime's)."""
 
     def preflight(self, progress: Progress) -> None:
         """The fast checks before a run: raise InfraError for what blocks it, warn for the rest."""

@@ -1,7 +1,7 @@
 """A cell's container, declared once and pure: every setting NCCL needs in containers, as the SDK's
 arguments (engines/docker.py starts it through dockerclient.py) and as a `docker run` line (the dry run
-prints it; the doctor starts its probe container from the same declaration). Plain data only: the SDK
-builds its own DeviceRequest and Ulimit from the dicts given here."""
+prints it; the doctor and the GPU probe start their containers from the same declaration). Plain data
+only: the SDK builds its own DeviceRequest and Ulimit from the dicts given here."""
 
 from __future__ import annotations
 
@@ -10,11 +10,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import launch as launch_mod
+from ..kinds import GpuApi
 from .base import CellSpec
 
 # Set in every cell container besides the variant's NCCL variables.
 CELL_ENV = (("HF_HOME", "/tmp/hf"), ("PYTHONUNBUFFERED", "1"))
 WORKDIR = "/opt/harness"
+# The CDI kind of NVIDIA's GPUs, as `nvidia-ctk cdi generate` writes it: one device per GPU, named by its
+# index or UUID (and `all`), given to a container as `--device nvidia.com/gpu=0`.
+CDI_KIND = "nvidia.com/gpu"
+# The GPUs of a cell's container when the run did not choose (a spec made without the run's choice, a CPU
+# cell): the NVIDIA runtime's request, what the harness asked for before CDI.
+DEFAULT_GPU_API: GpuApi = "nvidia"
+
+
+# The two ways (kinds.GpuApi) as people read them: the doctor, the errors, the run's line, the report's header
+GPU_API_NAMES: dict[GpuApi, str] = {"cdi": "CDI", "nvidia": "the NVIDIA runtime"}
+
+
+def cdi_device(gpu: str) -> str:
+    """The CDI name of one GPU (an index, a UUID or `all`)."""
+    return f"{CDI_KIND}={gpu}"
+
+
+def gpu_text(api: GpuApi, gpus: tuple[str, ...]) -> str:
+    """A way with its `docker run` words for these GPUs: `CDI (--device nvidia.com/gpu=0)`,
+    `the NVIDIA runtime (--gpus "device=0,1")`; the way alone without GPUs."""
+    words = " ".join(ContainerConfig("", (), gpus=gpus, gpu_api=api).gpu_argv()) if gpus else ""
+    return f"{GPU_API_NAMES[api]} ({words})" if words else GPU_API_NAMES[api]
 
 
 @dataclass(frozen=True)
@@ -31,7 +54,8 @@ class ContainerConfig:
     # NCCL >= 2.24 binds host memory to NUMA nodes (set_mempolicy/mbind): Docker allows it only with CAP_SYS_NICE.
     cap_add: tuple[str, ...] = ("SYS_NICE",)
     gpus: tuple[str, ...] = ()
-    gpu_capabilities: tuple[str, ...] = ("gpu",)
+    gpu_api: GpuApi = DEFAULT_GPU_API  # how the engine gives the container its GPUs: CDI devices or the NVIDIA runtime
+    gpu_capabilities: tuple[str, ...] = ("gpu",)  # the NVIDIA runtime's; a CDI device brings what its spec says
     workdir: str = WORKDIR
     # on a Slurm node (engines/noderuntime.py): the node's network (ranks meet at the first node's
     # address), an init that passes scancel's signals on, labels to find it by, and variables passed
@@ -61,10 +85,26 @@ class ContainerConfig:
         else:
             kwargs["ipc_mode"] = "host"
         if self.gpus:
-            kwargs["device_requests"] = [{"device_ids": list(self.gpus), "capabilities": [list(self.gpu_capabilities)]}]
+            kwargs["device_requests"] = [self.device_request()]
         if self.memlock_unlimited:
             kwargs["ulimits"] = [{"name": "memlock", "soft": -1, "hard": -1}]
         return kwargs
+
+    def device_request(self) -> dict[str, Any]:
+        """The GPUs as the keyword arguments of the SDK's DeviceRequest. CDI: the driver "cdi" and one
+        device name per GPU; the docker CLI's `--device nvidia.com/gpu=0` sends the same request (seen:
+        the docker 28 CLI's and the SDK's both reached a Docker 20.10 daemon as `could not select device
+        driver "cdi"`). The NVIDIA runtime: the ids exactly, with the capabilities (the CLI's `--gpus`)."""
+        if self.gpu_api == "cdi":
+            return {"driver": "cdi", "device_ids": [cdi_device(gpu) for gpu in self.gpus]}
+        return {"device_ids": list(self.gpus), "capabilities": [list(self.gpu_capabilities)]}
+
+    def gpu_argv(self) -> list[str]:
+        """The same GPUs as `docker run` words: one --device per GPU for CDI, else --gpus."""
+        if self.gpu_api == "cdi":
+            return [word for gpu in self.gpus for word in ("--device", cdi_device(gpu))]
+        # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
+        return ["--gpus", f'"device={",".join(self.gpus)}"']
 
     def docker_run(self) -> str:
         """The same container as a `docker run` line (minus name and labels), for people to paste."""
@@ -85,8 +125,7 @@ class ContainerConfig:
         for host, inside in self.mounts:
             argv += ["-v", f"{host}:{inside}"]
         if self.gpus:
-            # the inner quotes matter: --gpus device=0,1 without them silently gives one GPU
-            argv += ["--gpus", f'"device={",".join(self.gpus)}"']
+            argv += self.gpu_argv()
         if self.memlock_unlimited:
             argv += ["--ulimit", "memlock=-1:-1"]
         for key, value in self.env:
@@ -105,4 +144,5 @@ def container_config(spec: CellSpec) -> ContainerConfig:
         mounts=((str(spec.out_dir.resolve()), launch_mod.CONTAINER_OUT),),
         shm_size=spec.shm_size,
         gpus=spec.gpus,
+        gpu_api=spec.gpu_api or DEFAULT_GPU_API,
     )

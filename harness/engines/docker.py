@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,21 +16,52 @@ from .. import launch as launch_mod
 from .. import proc
 from ..baseimage import LOCAL_BASES
 from ..errors import InfraError
+from ..kinds import GPU_APIS, GpuApi
 from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check, Stop
-from .container import ContainerConfig, container_config
+from .container import GPU_API_NAMES, ContainerConfig, cdi_device, container_config, gpu_text
 from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN, Container, DockerClient, DockerFailure
 
 if TYPE_CHECKING:
     from ..matrix import Cell, Matrix
     from ..progress import Progress
 
-__all__ = ["DockerEngine", "DockerRunning", "NVIDIA_HINT", "image_env", "LABEL", "LABEL_CELL", "LABEL_OWNER", "LABEL_RUN"]
+__all__ = ["DockerEngine", "DockerRunning", "GpuProbe", "GPU_API_FIXES", "gpu_api_fix", "image_env",
+           "LABEL", "LABEL_CELL", "LABEL_OWNER", "LABEL_RUN"]
 
-NVIDIA_HINT = (
-    "Fix: install the NVIDIA Container Toolkit and configure Docker for it "
-    "(nvidia-ctk runtime configure --runtime=docker, then restart dockerd), or run with --engine host."
-)
+# What makes each way a container gets GPUs (kinds.GpuApi) work.
+GPU_API_FIXES: dict[GpuApi, str] = {
+    # CDI is opt-in from Docker 25 (moby#45134) and on by default from 28.2 (moby#49963)
+    "cdi": ("`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` and, for Docker 25 to 28.1, enable CDI in "
+            '/etc/docker/daemon.json (`{"features": {"cdi": true}}`), then restart dockerd'),
+    "nvidia": ("install the NVIDIA Container Toolkit and run `nvidia-ctk runtime configure --runtime=docker`, then "
+               "restart dockerd"),
+}
+CDI_SINCE = 25  # Docker's first major version with CDI: an older engine answers `could not select device driver "cdi"`
+# What an engine answers for GPUs it cannot give: `could not select device driver "" with capabilities: [[gpu]]` (no
+# NVIDIA runtime; Docker 20.10 here, and the GPU machines' 26.1) and `... driver "cdi" ...` (Docker 20.10 here, which
+# has no CDI); `unresolvable CDI devices nvidia.com/gpu=0` (CDI on, no spec for the device).
+GPU_REFUSALS = ("could not select device driver", "cdi", "nvidia")
+# Counts the GPUs' device nodes inside with sh alone (a glob that matches nothing stays itself: -e is false).
+COUNT_GPU_NODES = 'n=0; for f in /dev/nvidia[0-9]*; do [ -e "$f" ] && n=$((n+1)); done; echo "gpu-nodes $n"'
+
+
+def gpu_api_fix(api: GpuApi, engine_version: str | None = None) -> str:
+    """What makes `api` work on this engine: for CDI on an engine older than Docker 25, first a newer one."""
+    major = re.match(r"(\d+)\.", engine_version or "")
+    if api == "cdi" and major and int(major.group(1)) < CDI_SINCE:
+        return f"upgrade Docker to 25 or later (this engine is {engine_version}: CDI came in 25), then " + GPU_API_FIXES[api]
+    return GPU_API_FIXES[api]
+
+
+@dataclass(frozen=True)
+class GpuProbe:
+    """One way of giving a container the GPUs, tried: whether the container started and showed every GPU's
+    device node, and what was seen (the engine's own refusal, or how many nodes)."""
+
+    api: GpuApi
+    ok: bool
+    detail: str
 
 
 class DockerEngine:
@@ -104,8 +137,14 @@ class DockerEngine:
                                                     **config.sdk_kwargs())
         except DockerFailure as exc:
             text = str(exc)
-            if spec.gpus and ("could not select device driver" in text or "nvidia" in text.lower()):
-                raise InfraError(f"this Docker engine cannot give containers GPUs ({text}). {NVIDIA_HINT}") from None
+            if spec.gpus and any(word in text.lower() for word in GPU_REFUSALS):
+                used, version = config.gpu_api, self.client.version().get("Version")
+                other = next(api for api in GPU_APIS if api != used)
+                raise InfraError(
+                    f"this Docker engine refused the cell's GPUs through {gpu_text(used, spec.gpus)}: {text}. "
+                    f"Fix: {gpu_api_fix(used, version)}; or give them through {GPU_API_NAMES[other]} with --gpu-api "
+                    f"{other} ({gpu_api_fix(other, version)}); or run with --engine host."
+                ) from None
             if "rlimit" in text:
                 raise InfraError(
                     f"the engine may not grant the container unlimited memlock, which NCCL needs ({text}). "
@@ -118,20 +157,77 @@ class DockerEngine:
             self.client.remove_for_sure(name)
 
     # ------------------------------------------------------------------------------- invoke doctor
-    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         version, info = self.client.version(), self.client.info()
-        runtimes = sorted(info.get("Runtimes", {}))
-        has_nvidia = "nvidia" in runtimes
-        checks = [
-            Check("Docker engine", True, f"{version.get('Version')} (API {version.get('ApiVersion')})"),
-            Check("NVIDIA runtime", has_nvidia or not gpus,
-                  ", ".join(runtimes) + ("" if has_nvidia else " (no nvidia: GPU cells cannot run in containers"
-                                         + ("" if gpus else "; not needed for CPU cells") + ")"),
-                  "install the NVIDIA Container Toolkit and run nvidia-ctk runtime configure --runtime=docker",
-                  blocking=bool(gpus)),
-            self.disk_check(info),
-        ]
-        return checks + self._container_view(gpus)
+        runtimes = ", ".join(sorted(info.get("Runtimes", {})))
+        checks = [Check("Docker engine", True,
+                        f"{version.get('Version')} (API {version.get('ApiVersion')}; runtimes: {runtimes})")]
+        works: GpuApi | None = None
+        if gpus:
+            probes = self.probe_gpus(gpus, None, (gpu_api,) if gpu_api else GPU_APIS, first=False)
+            works = next((p.api for p in probes if p.ok), None)
+            checks.append(self._gpu_check(gpus, probes, version.get("Version")))
+        else:
+            checks.append(Check("GPUs to containers", True, "not probed (no --gpus; CPU cells need none)"))
+        return checks + [self.disk_check(info)] + self._container_view(gpus, works)
+
+    def _gpu_check(self, gpus: tuple[str, ...], probes: list[GpuProbe], engine_version: str | None) -> Check:
+        """Which way gives a container the GPUs; when none does, each way's refusal and its fix."""
+        said = "; ".join(f"{gpu_text(p.api, gpus)}: {p.detail}" for p in probes)
+        if any(p.ok for p in probes):
+            first = next(p for p in probes if p.ok)
+            return Check("GPUs to containers", True, f"through {GPU_API_NAMES[first.api]}; {said}")
+        fix = "; or ".join(f"for {GPU_API_NAMES[p.api]}: {gpu_api_fix(p.api, engine_version)}" for p in probes)
+        return Check("GPUs to containers", False, f"neither way works: {said}", fix + "; or run with --engine host")
+
+    def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
+        """How this run's containers get `gpus`: `given` (--gpu-api), else the first way that a probe container
+        (the cell container's own settings, in `image` when it exists, else a local base image) starts with and
+        shows every GPU's device node in: CDI first (NVIDIA's recommended way), then the NVIDIA runtime. None
+        for a CPU-only run; InfraError naming each way's refusal and its fix when none works."""
+        if not gpus:
+            return None
+        if given is not None:
+            return given
+        probes = self.probe_gpus(gpus, image, GPU_APIS, first=True)
+        found = next((p.api for p in probes if p.ok), None)
+        if found is not None:
+            return found
+        engine_version = self.client.version().get("Version")
+        said = "; ".join(f"through {gpu_text(p.api, gpus)}: {p.detail}" for p in probes)
+        fixes = "; or ".join(f"for {GPU_API_NAMES[p.api]}, {gpu_api_fix(p.api, engine_version)}" for p in probes)
+        raise InfraError(f"a probe container on this Docker engine got GPU(s) {','.join(gpus)} neither way: {said}. "
+                         f"Fix: {fixes}; or run with --engine host.")
+
+    def probe_gpus(self, gpus: tuple[str, ...], image: str | None, apis: tuple[GpuApi, ...], first: bool) -> list[GpuProbe]:
+        """Start a short container with the GPUs through each of `apis` in turn (until one works, with
+        `first`) and count the GPUs' device nodes it sees."""
+        ref = next((ref for ref in (*((image,) if image else ()), *LOCAL_BASES) if self.client.image_exists(ref)), None)
+        if ref is None:
+            raise InfraError("no local image to start the GPU probe container from. Fix: run `invoke base-image` "
+                             "(or scripts/setup.sh), or pass --gpu-api cdi|nvidia.")
+        found: list[GpuProbe] = []
+        for api in apis:
+            found.append(self._probe(ContainerConfig(ref, ("sh", "-c", COUNT_GPU_NODES), gpus=gpus, gpu_api=api)))
+            if first and found[-1].ok:
+                break
+        return found
+
+    def _probe(self, config: ContainerConfig) -> GpuProbe:
+        try:
+            result = self.client.run_once(config.image, list(config.command), timeout=60,
+                                          labels={f"{LABEL}.gpu-probe": config.gpu_api}, **config.sdk_kwargs())
+        except DockerFailure as exc:
+            return GpuProbe(config.gpu_api, False, f"refused: {exc}")
+        seen = re.search(r"gpu-nodes (\d+)", result.output)
+        count = int(seen.group(1)) if seen else 0
+        if result.exit_code != 0 or seen is None:
+            return GpuProbe(config.gpu_api, False, f"the probe container ended with {result.exit_code}: "
+                                                   f"{result.output.strip()[-200:]}")
+        shown = ", ".join(cdi_device(g) for g in config.gpus) if config.gpu_api == "cdi" else ",".join(config.gpus)
+        return GpuProbe(config.gpu_api, count >= len(config.gpus),
+                        f"{'works' if count >= len(config.gpus) else 'started, but'} ({count} of {len(config.gpus)} "
+                        f"GPU device nodes inside for {shown})")
 
     def disk_check(self, info: dict[str, Any] | None = None) -> Check:
         root = (info or self.client.info()).get("DockerRootDir", "/var/lib/docker")
@@ -143,22 +239,26 @@ class DockerEngine:
                      "free space: a CUDA stack's image takes 5 to 10 GB (invoke clean --images removes the harness's)",
                      blocking=free < 5 << 30)
 
-    def _container_view(self, gpus: tuple[str, ...]) -> list[Check]:
+    def _container_view(self, gpus: tuple[str, ...], gpu_api: GpuApi | None) -> list[Check]:
         """/dev/shm and memlock (and GPUs) as a cell's container sees them, from a probe container with
-        the cell's own settings (container_config)."""
+        the cell's own settings (container_config); the GPUs through the way that works (`gpu_api`), none
+        when no way does (the GPU check has said why)."""
         image = next((ref for ref in LOCAL_BASES if self.client.image_exists(ref)), None)
         if image is None:
             return [Check("container view", False, "no local image to start a test container from",
                           "run `invoke base-image` (or scripts/setup.sh)", blocking=False)]
-        script = "df -B1 /dev/shm | tail -1; ulimit -l" + ("; nvidia-smi -L" if gpus else "")
-        # nvidia-smi needs the utility capability besides the cells' compute one
-        probe = ContainerConfig(image, ("sh", "-c", script), gpus=gpus, gpu_capabilities=("gpu", "utility"))
+        inside = gpus if gpu_api else ()
+        script = "df -B1 /dev/shm | tail -1; ulimit -l" + ("; nvidia-smi -L" if inside else "")
+        # nvidia-smi needs the utility capability besides the cells' compute one (the NVIDIA runtime's; a CDI
+        # device brings what its spec mounts)
+        probe = ContainerConfig(image, ("sh", "-c", script), gpus=inside, gpu_api=gpu_api or "nvidia",
+                                gpu_capabilities=("gpu", "utility"))
         try:
             result = self.client.run_once(probe.image, list(probe.command), timeout=60,
                                           labels={f"{LABEL}.doctor": "1"}, **probe.sdk_kwargs())
         except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
             return [Check("test container", False, str(exc)[:300],
-                          "for GPUs: install the NVIDIA Container Toolkit and restart dockerd" if gpus else "check the engine")]
+                          f"for GPUs: {gpu_api_fix(gpu_api)}" if gpu_api else "check the engine")]
         lines = result.output.strip().splitlines()
         checks = []
         try:
@@ -167,14 +267,15 @@ class DockerEngine:
                                 "give the host a larger /dev/shm (NCCL's SHM transport needs it)", blocking=False))
             memlock = lines[1].strip()
             shown = memlock if memlock == "unlimited" else f"{memlock} KiB"  # what `ulimit -l` counts in
-            checks.append(Check("memlock in a container", memlock == "unlimited" or not gpus, shown,
-                                "raise dockerd's LimitMEMLOCK to infinity", blocking=bool(gpus)))
+            checks.append(Check("memlock in a container", memlock == "unlimited" or not inside, shown,
+                                "raise dockerd's LimitMEMLOCK to infinity", blocking=bool(inside)))
         except (IndexError, ValueError):
             checks.append(Check("test container", result.exit_code == 0, result.output.strip()[-300:]))
-        if gpus:
+        if inside and gpu_api:
             seen = [line for line in lines if line.startswith("GPU ")]
-            checks.append(Check("GPUs inside a container", len(seen) == len(gpus), f"{len(seen)} of {len(gpus)} visible",
-                                "install the NVIDIA Container Toolkit (nvidia-ctk runtime configure --runtime=docker)"))
+            checks.append(Check("GPUs inside a container", len(seen) == len(gpus),
+                                f"{len(seen)} of {len(gpus)} visible to nvidia-smi -L (through {GPU_API_NAMES[gpu_api]})",
+                                gpu_api_fix(gpu_api)))
         return checks
 
 

@@ -268,7 +268,7 @@ class DockerClient:
             sdk.start()
         except docker.errors.APIError as exc:
             self.remove_container(name)
-            raise DockerFailure(short(exc)) from None
+            raise DockerFailure(explanation(exc)) from None
         return Container(sdk)
 
     @contextmanager
@@ -300,18 +300,26 @@ class DockerClient:
 
     def run_once(self, image: str, command: list[str], *, timeout: float = 120, labels: dict[str, str] | None = None,
                  **kwargs: Any) -> RunResult:
-        """Run a short command to completion (or the timeout) and return its exit code and output."""
-        with self.container(image, command, labels=labels or {}, **kwargs) as container:
-            container.start()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                container.reload()
-                if container.status == "exited":
-                    code = container.attrs["State"]["ExitCode"]
-                    return RunResult(code, container.logs().decode(errors="replace"), False)
-                time.sleep(0.2)
-            container.kill()
-            return RunResult(None, container.logs().decode(errors="replace"), True)
+        """Run a short command to completion (or the timeout) and return its exit code and output; a
+        container the engine will not create or start is DockerFailure with the engine's own words."""
+        try:
+            with self.container(image, command, labels=labels or {}, **kwargs) as container:
+                container.start()
+                return self._wait(container, timeout)
+        except docker.errors.APIError as exc:
+            raise DockerFailure(explanation(exc)) from None
+
+    @staticmethod
+    def _wait(container: SdkContainer, timeout: float) -> RunResult:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status == "exited":
+                code = container.attrs["State"]["ExitCode"]
+                return RunResult(code, container.logs().decode(errors="replace"), False)
+            time.sleep(0.2)
+        container.kill()
+        return RunResult(None, container.logs().decode(errors="replace"), True)
 
     def leftovers(self, label_filter: str = f"{LABEL}=cell") -> list[str]:
         """Names of the harness's cell containers (running or not), or of those `label_filter` selects.
@@ -326,6 +334,13 @@ class DockerClient:
         in between (another harness's cell ending) was a NotFound traceback in `invoke list` (seen in CI)."""
         return [((c.get("Names") or ["/" + c["Id"][:12]])[0].lstrip("/"), c.get("Labels") or {})
                 for c in self._sdk.api.containers(all=True, filters={"label": label_filter})]
+
+
+def explanation(exc: Exception) -> str:
+    """What the engine itself said (the APIError's explanation, without the SDK's "500 Server Error for
+    http+docker://..." around it), shortened."""
+    said = getattr(exc, "explanation", None)
+    return short(said if isinstance(said, str) and said else exc)
 
 
 def short(exc: Exception | str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from .. import CACHE_DIR, WORKLOAD_DIR, owner, proc
 from .. import launch as launch_mod
 from ..errors import HarnessError, InfraError
+from ..kinds import GpuApi
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
@@ -300,12 +301,15 @@ class HostEngine:
     def facts(self) -> dict[str, Any]:
         return {"name": self.name, "python": self.python, "flags": ["--engine", "host"]}
 
-    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         try:
             stack = host_stack(self.python)
         except HarnessError as exc:
             return [Check("host stack", False, str(exc))]
         return [Check("host stack", True, f"{stack.id} (python {stack.python})")]
+
+    def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
+        return None  # no container: the ranks see the host's GPUs
 
     def preflight(self, progress: Progress) -> None:
         return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .. import launch as launch_mod
 from .base import CellSpec
-from .container import WORKDIR, container_config
+from .container import WORKDIR, cdi_device, container_config
 from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN
 
 RUNTIMES = ("host", "docker", "podman", "pyxis")
@@ -19,7 +19,7 @@ CONTAINED = ("docker", "podman")  # started by an engine on the node, removed by
 # Slurm's variables the rank reads for its placement (workload/events.py), passed into a container
 PLACEMENT_VARS = ("SLURMD_NODENAME", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID")
 # A node's GPUs (those Slurm gave the job: CUDA_VISIBLE_DEVICES, passed through) in a container
-GPU_DEVICES = {"docker": ("--gpus", "all"), "podman": ("--device", "nvidia.com/gpu=all")}
+GPU_DEVICES = {"docker": ("--gpus", "all"), "podman": ("--device", cdi_device("all"))}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any
 from .. import launch as launch_mod
 from .. import owner, proc, results
 from ..errors import HarnessError, InfraError, closest
+from ..kinds import GpuApi
 from ..matrix import Cell, Matrix
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
@@ -273,7 +274,7 @@ class SlurmEngine:
         return Check("slurm partition", bool(lines), "; ".join(lines) or f"{name}: not found",
                      "" if lines else "Fix: --partition with one of `sinfo -s`'s partitions.")
 
-    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None) -> list[Check]:
+    def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         """The controller, then the partition, then (results_dir given, both fine) one probe job for the
         shared folder and the nodes' runtime; what cannot be asked yet is not asked."""
         found = [self._controller()]
@@ -282,6 +283,9 @@ class SlurmEngine:
         if found[-1].ok and results_dir is not None:
             found += self._nodes(results_dir)
         return found
+
+    def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
+        return None  # the node runtime gives the GPUs (noderuntime.GPU_DEVICES): nothing to probe from here
 
     def preflight(self, progress: Progress) -> None:
         for check in (self._controller, self._partition):  # the partition is asked only of a controller that answers
