@@ -41,8 +41,16 @@ bandwidth: {{sizes: ["8K", "1M", "256M", "2G"]}}
 
 
 def harness(*args: str, timeout: float = 590) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "harness", *without_empty_gpus(args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def without_empty_gpus(args: tuple[str, ...] | list[str]) -> list[str]:
+    """`--gpus ""` (a CPU try-out of this script): no --gpus at all."""
+    out = list(args)
+    if "--gpus" in out and out[out.index("--gpus") + 1] == "":
+        del out[out.index("--gpus"):out.index("--gpus") + 2]
+    return out
 
 
 def records(run: Path) -> dict[str, dict]:
@@ -71,16 +79,17 @@ def run_matrix(matrix: Path, gpus: str, results: Path, out: Path) -> dict:
                                        if isinstance(fp.get("nccl_loaded"), dict) else fp.get("nccl_loaded"),
                                        "gpus": [g.get("name") for g in fp.get("gpus", []) if isinstance(g, dict)]},
                           "busbw_gbs_at_largest": big.get("busbw_gbs"), "largest_bytes": big.get("bytes"),
-                          "busbw_spread": big.get("busbw_spread")}
+                          "busbw_min_max": [big.get("busbw_min"), big.get("busbw_max")]}
     facts = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
     return {"exit": proc.returncode, "wall_s": round(time.monotonic() - started, 1), "gpu_api": facts.get("gpu_api"),
             "cells": found}
 
 
 def hang(matrix: Path, gpus: str, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "hang_latency.py"), "--engine", "docker", "--matrix",
-                           str(matrix), "--gpus", gpus, "--hangs", "2", "--healthy", "1", "--threshold", "8",
-                           "--json", str(out / "hang.json")], cwd=REPO, capture_output=True, text=True, timeout=590)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "hang_latency.py"), *without_empty_gpus(
+                           ["--engine", "docker", "--matrix", str(matrix), "--gpus", gpus, "--hangs", "2", "--healthy", "1",
+                            "--threshold", "8", "--json", str(out / "hang.json")])], cwd=REPO, capture_output=True,
+                          text=True, timeout=590)
     (out / "hang.log").write_text(proc.stdout + proc.stderr)
     summary = json.loads((out / "hang.json").read_text()) if (out / "hang.json").exists() else {}
     return {"exit": proc.returncode, **{k: summary.get(k) for k in ("hangs", "misclassified", "latency_p50_s",
@@ -92,8 +101,9 @@ def killed(matrix: Path, gpus: str, results: Path) -> dict:
 
     sdk = docker.from_env()
     mine = {"label": f"{LABEL_RUN}=killed"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "matrix", "--matrix", str(matrix), "--engine", "docker",
-                             "--gpus", gpus, "--results", str(results), "--run-id", "killed"], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *without_empty_gpus(
+                             ["matrix", "--matrix", str(matrix), "--engine", "docker", "--gpus", gpus, "--results",
+                              str(results), "--run-id", "killed"])], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline, seen = time.monotonic() + 120, []
     while time.monotonic() < deadline and not seen:

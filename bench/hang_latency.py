@@ -32,7 +32,8 @@ TARGET_P95_S = 2.0
 def one(engine, m: matrix.Matrix, cell: matrix.Cell, opts: runner.RunOptions, image: str, out: Path,
         phase: str | None, rank: int) -> tuple[outcome.Outcome, supervise.RawAttempt]:
     extra = ("--hold-at", phase) if phase else ()
-    ropts = runner.RunOptions(opts.run_id, opts.results, opts.gpus, opts.ranks, 0, extra, (("HARNESS_TEST_FAULTS", "1"),))
+    ropts = runner.RunOptions(opts.run_id, opts.results, opts.gpus, opts.ranks, 0, extra, (("HARNESS_TEST_FAULTS", "1"),),
+                              gpu_api=opts.gpu_api)
     spec = runner.spec_for(cell, m, engine, ropts, image, 1, out)
     fault, start = stop_rank(rank, phase, out) if phase else ((lambda r, e: None), (lambda running: None))
     record = supervise.supervise(engine, spec, m.timeouts, on_event=fault, on_start=start)
@@ -73,7 +74,8 @@ def main() -> int:
     ranks = len(gpus) if gpus else m.ranks
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="hang-bench-"))
-    opts = runner.RunOptions("bench", work, gpus, m.ranks)
+    # the docker engine's GPU cells: CDI or the NVIDIA runtime, probed once as `invoke matrix` does
+    opts = runner.RunOptions("bench", work, gpus, m.ranks, gpu_api=engine.gpu_api(gpus, image))
     rows, false_hangs = [], 0
     for i in range(args.hangs):
         phase, rank = rng.choice(PHASES), rng.randrange(ranks)

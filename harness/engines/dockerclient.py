@@ -173,7 +173,7 @@ class DockerClient:
         try:
             self._sdk.images.pull(ref)
         except docker.errors.DockerException as exc:
-            raise DockerFailure(short(exc)) from None
+            raise DockerFailure(explanation(exc)) from None
 
     def image_env(self, ref: str) -> dict[str, str]:
         """The image's ENV as a mapping; {} when it cannot be read."""
