@@ -2,9 +2,9 @@
 through whichever way the Docker engine gives containers GPUs (CDI or the NVIDIA runtime, probed). One
 command, five checks, each with its figures in the JSON summary:
 
-1. `invoke doctor --gpus G`: which way works here;
-2. the matrix on the image: every cell passes, with the versions read inside the image, and the rank's
+1. the matrix on the image: every cell passes, with the versions read inside the image, and the rank's
    own fingerprint (torch, NCCL as loaded) agreeing with them; run.json's GPU api;
+2. `invoke doctor --gpus G`: which way works here;
 3. a rank SIGSTOPped inside the container is a hang naming it, with forensics (bench/hang_latency.py);
 4. a SIGKILLed harness leaves no container (its watchdog removes the cell's);
 5. the `--dry-run` docker line, pasted into a shell, runs the same cell (its rank reaches the end).
@@ -153,11 +153,13 @@ def main() -> int:
     results = Path("/tmp/gpu-containers-results")
     summary: dict = {"image": args.image, "gpus": args.gpus}
     steps = args.steps.split(",")
-    if "doctor" in steps:
+    def doctor() -> dict:
         doc = harness("doctor", "--gpus", args.gpus, timeout=300)
-        summary["doctor"] = {"exit": doc.returncode, "text": doc.stdout + doc.stderr}
-        print(doc.stdout + doc.stderr, flush=True)
+        return {"exit": doc.returncode, "text": doc.stdout + doc.stderr}
+
+    # the doctor after the matrix: its probe container needs an image, and a GPU host may have none but the user's
     for step, fn in (("matrix", lambda: run_matrix(matrix, args.gpus, results, args.out)),
+                     ("doctor", doctor),
                      ("hang", lambda: hang(matrix, args.gpus, args.out)),
                      ("killed", lambda: killed(matrix, args.gpus, results)),
                      ("pasted", lambda: pasted(matrix, args.gpus, results, args.out))):

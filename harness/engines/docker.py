@@ -202,7 +202,9 @@ class DockerEngine:
     def probe_gpus(self, gpus: tuple[str, ...], image: str | None, apis: tuple[GpuApi, ...], first: bool) -> list[GpuProbe]:
         """Start a short container with the GPUs through each of `apis` in turn (until one works, with
         `first`) and count the GPUs' device nodes it sees."""
-        ref = next((ref for ref in (*((image,) if image else ()), *LOCAL_BASES) if self.client.image_exists(ref)), None)
+        # the run's image, else a local base, else any image the harness built (a GPU host without a base image)
+        ref = next((ref for ref in (*((image,) if image else ()), *LOCAL_BASES) if self.client.image_exists(ref)), None) \
+            or next(iter(self.client.built_images()), None)
         if ref is None:
             raise InfraError("no local image to start the GPU probe container from. Fix: run `invoke base-image` "
                              "(or scripts/setup.sh), or pass --gpu-api cdi|nvidia.")

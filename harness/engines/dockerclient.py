@@ -189,6 +189,10 @@ class DockerClient:
         except docker.errors.ImageNotFound:
             pass
 
+    def built_images(self) -> list[str]:
+        """The ids of every image the harness built (each carries its stack's label)."""
+        return [str(image.id) for image in self._sdk.images.list(filters={"label": f"{LABEL}.stack"}) if image.id]
+
     def remove_built_images(self) -> int:
         """Remove every image the harness built (not the base images); returns how many."""
         built = self._sdk.images.list(filters={"label": f"{LABEL}.stack"})
