@@ -40,6 +40,21 @@ bandwidth: {{sizes: ["8K", "1M", "256M", "2G"]}}
 """
 
 
+def keep_host_nccl(variants: list[str]) -> str:
+    """The variants redefined with the host's NCCL_NVLS_ENABLE, where it is set: a container does not
+    inherit the host's environment, and the GPU machines must keep NVLink multicast off (FIELD-NOTES)."""
+    from harness.matrix import BUILTIN_DESCRIPTIONS, BUILTIN_VARIANTS
+
+    kept = {k: os.environ[k] for k in ("NCCL_NVLS_ENABLE",) if k in os.environ}
+    if not kept:
+        return ""
+    lines = ["define:", "  variants:"]
+    for name in variants:
+        env = {**BUILTIN_VARIANTS.get(name, {}), **kept}
+        lines.append(f"    {name}: {{env: {json.dumps(env)}, description: {json.dumps(BUILTIN_DESCRIPTIONS.get(name, name))}}}")
+    return "\n".join(lines) + "\n"
+
+
 def harness(*args: str, timeout: float = 590) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", *without_empty_gpus(args)], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
@@ -149,7 +164,8 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     matrix = args.out / "site.yaml"
-    matrix.write_text(MATRIX.format(image=args.image, name=args.name, variants=", ".join(args.variants.split(","))))
+    variants = args.variants.split(",")
+    matrix.write_text(MATRIX.format(image=args.image, name=args.name, variants=", ".join(variants)) + keep_host_nccl(variants))
     results = Path("/tmp/gpu-containers-results")
     summary: dict = {"image": args.image, "gpus": args.gpus}
     steps = args.steps.split(",")

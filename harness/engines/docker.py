@@ -202,9 +202,7 @@ class DockerEngine:
     def probe_gpus(self, gpus: tuple[str, ...], image: str | None, apis: tuple[GpuApi, ...], first: bool) -> list[GpuProbe]:
         """Start a short container with the GPUs through each of `apis` in turn (until one works, with
         `first`) and count the GPUs' device nodes it sees."""
-        # the run's image, else a local base, else any image the harness built (a GPU host without a base image)
-        ref = next((ref for ref in (*((image,) if image else ()), *LOCAL_BASES) if self.client.image_exists(ref)), None) \
-            or next(iter(self.client.built_images()), None)
+        ref = self.probe_image(image)
         if ref is None:
             raise InfraError("no local image to start the GPU probe container from. Fix: run `invoke base-image` "
                              "(or scripts/setup.sh), or pass --gpu-api cdi|nvidia.")
@@ -214,6 +212,12 @@ class DockerEngine:
             if first and found[-1].ok:
                 break
         return found
+
+    def probe_image(self, image: str | None = None) -> str | None:
+        """An image to start a probe container from: the run's, else a local base, else any image the harness
+        built (a GPU host that has no base image, only the user's own and its thin layer); None when none exists."""
+        found = next((ref for ref in (*((image,) if image else ()), *LOCAL_BASES) if self.client.image_exists(ref)), None)
+        return found or next(iter(self.client.built_images()), None)
 
     def _probe(self, config: ContainerConfig) -> GpuProbe:
         try:
@@ -245,7 +249,7 @@ class DockerEngine:
         """/dev/shm and memlock (and GPUs) as a cell's container sees them, from a probe container with
         the cell's own settings (container_config); the GPUs through the way that works (`gpu_api`), none
         when no way does (the GPU check has said why)."""
-        image = next((ref for ref in LOCAL_BASES if self.client.image_exists(ref)), None)
+        image = self.probe_image()
         if image is None:
             return [Check("container view", False, "no local image to start a test container from",
                           "run `invoke base-image` (or scripts/setup.sh)", blocking=False)]
