@@ -100,7 +100,9 @@ def parse(exit_code: int, output: str, image_id: str, digest: str = "", python: 
                           if not python else "correct `python:` in the stack (a path inside the image, or a command on its PATH)")
         tail = " ".join(output.strip().splitlines()[-3:])[-300:]
         return _raise(f"its Python could not be asked what the image holds (exit {exit_code}: {tail or 'no output'})",
-                      "check that the image starts (docker run --rm IMAGE python3 -V)")
+                      "check that the image runs a command it is given (docker run --rm IMAGE python3 -V): its ENTRYPOINT "
+                      "is kept (NGC's sets up CUDA's forward compatibility), so one that does not exec its arguments "
+                      "would stop every cell too")
     try:
         found = json.loads(line[len(MARK):])
     except ValueError:

@@ -101,7 +101,7 @@ def test_the_probe_reads_its_line_after_an_entrypoints_banner():
     (0, imagefacts.MARK + json.dumps({"python_path": "/usr/bin/python3", "torch": None,
                                       "torch_error": "ModuleNotFoundError: No module named 'torch'"}) + "\n", "",
      ["no torch for /usr/bin/python3", "No module named 'torch'", "image with torch"]),
-    (139, "Segmentation fault\n", "", ["could not be asked", "exit 139", "Segmentation fault"]),
+    (139, "Segmentation fault\n", "", ["could not be asked", "exit 139", "Segmentation fault", "ENTRYPOINT is kept"]),
 ])
 def test_an_image_without_python_or_torch_is_named_with_its_fix(code, output, python, words):
     with pytest.raises(imagefacts.ProbeProblem) as err:
