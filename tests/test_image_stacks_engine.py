@@ -128,3 +128,18 @@ def test_the_dry_run_reads_the_image_and_prints_the_launch_through_its_own_pytho
     line = next(l for l in proc.stdout.splitlines() if l.startswith("docker run"))
     assert " /opt/harness/python -m accelerate.commands.launch " in line
     assert load(path).stacks[0].image == DEC
+
+
+@pytest.mark.slow
+def test_an_accelerate_the_stack_pins_is_installed_into_the_thin_layer_with_the_images_python(engine, site_images,
+                                                                                                test_images, tmp_path):
+    """December's image has Accelerate 0.34.2; the stack pins 1.15.0: the thin layer installs it from the wheel
+    store with the image's own Python (/opt/site), next to the image's torch, which stays as it was."""
+    path = _matrix(tmp_path, f'    - {{image: "{DEC}", name: dec, accelerate: "1.15.0"}}\n')
+    _, cells = resolve(Selection(path), Progress())
+    (stack,) = {c.stack for c in userimages.resolve(cells, engine.client, Progress())}
+    built = images.build_all([stack], engine.client, images.BuildOptions(), tmp_path / "builds", Progress())["dec"]
+    assert built.ok, built.reason
+    result = engine.client.run_once(built.tag, ["/opt/harness/python", "-c", "import accelerate, torch, sys; "
+                                    "print(accelerate.__version__, torch.__version__, sys.prefix)"], timeout=120)
+    assert (result.exit_code, result.output.split()) == (0, ["1.15.0", "2.13.0+cpu", "/opt/site"]), result.output
