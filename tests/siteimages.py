@@ -23,13 +23,25 @@ ENV PATH=/opt/site/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 """
 
 
+UPGRADE = """FROM {base}
+LABEL {label}="{token}"
+COPY wheels/ /tmp/wheels/
+RUN /opt/site/bin/pip install -q --no-index --find-links /tmp/wheels {reqs} && rm -rf /tmp/wheels
+"""
+
+
 def build_site_image(client: DockerClient, tag: str, accelerate: str, token: str, log: Path,
-                     base: str = "harness-base:bookworm") -> str:
-    """A site image with torch 2.13.0 (CPU) and `accelerate`; returns its content id."""
+                     base: str = "harness-base:bookworm", over: str | None = None) -> str:
+    """A site image with torch 2.13.0 (CPU) and `accelerate`; returns its content id. `over`: a site image to
+    take this month's image from, with only another Accelerate installed (as a site's image of next month
+    shares its layers with this month's; half the build, and half the disk to free again)."""
     stack = matrix.Stack("cpu", "2.13.0", accelerate, base=base, python="3.11",
                          torch_index="https://download.pytorch.org/whl/cpu", template="cpu")
     reqs = images.requirements(stack)
     wheels = wheelhouse.collect(wheelhouse.DEFAULT_STORE, reqs, stack.python, stack.torch_index, log)
+    if over is not None:
+        reqs = [r for r in reqs if r.startswith("accelerate")]
+        wheels = [w for w in wheels if w.name.startswith("accelerate-")]
     with tempfile.TemporaryDirectory(prefix="site-image-") as tmp:
         ctx = Path(tmp)
         (ctx / "wheels").mkdir()
@@ -38,6 +50,6 @@ def build_site_image(client: DockerClient, tag: str, accelerate: str, token: str
                 os.link(wheel, ctx / "wheels" / wheel.name)
             except OSError:  # another filesystem
                 shutil.copy2(wheel, ctx / "wheels" / wheel.name)
-        (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base, label=SITE_LABEL, token=token,
-                                                           reqs=" ".join(f"'{r}'" for r in reqs)))
+        (ctx / "Dockerfile").write_text((UPGRADE if over else DOCKERFILE).format(
+            base=over or base, label=SITE_LABEL, token=token, reqs=" ".join(f"'{r}'" for r in reqs)))
         return client.build(ctx, tag, labels={SITE_LABEL: token}, buildargs={}, log=log)

@@ -44,8 +44,8 @@ def site_images(engine, base_image, tmp_path_factory):
     import docker
 
     logs = tmp_path_factory.mktemp("site-images")
-    ids = {tag: build_site_image(engine.client, tag, acc, "site", logs / f"{acc}.log")
-           for tag, acc in ((NOV, "1.15.0"), (DEC, "0.34.2"))}
+    ids = {NOV: build_site_image(engine.client, NOV, "1.15.0", "site", logs / "nov.log")}
+    ids[DEC] = build_site_image(engine.client, DEC, "0.34.2", "site", logs / "dec.log", over=NOV)
     sdk = docker.from_env(timeout=600)
     sdk.images.get(base_image).tag("harness-test-site/notorch", "1")
     yield ids
