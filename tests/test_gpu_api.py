@@ -233,3 +233,19 @@ def test_a_cell_whose_gpus_the_engine_refuses_names_the_way_used_and_the_others_
     assert "could not select device driver" in text  # the engine's own words
     assert f"--gpu-api {other}" in text and GPU_API_FIXES[other] in text and GPU_API_FIXES[used] in text
     assert engine.client.leftovers() == []
+
+
+@pytest.mark.parametrize("text, words", [
+    ("error setting rlimit type 8: operation not permitted", ["unlimited memlock, which NCCL needs", "LimitMEMLOCK=infinity"]),
+    # podman 4.3's compatible API on a VM whose hard limits are lower than podman's default ulimits (seen here)
+    ("runc create failed: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
+     ["nofile (open files) limit", "default_ulimits in containers.conf"]),
+    ("error setting rlimit type 6: operation not permitted", ["nproc (processes) limit", "LimitNPROC="]),
+])
+def test_a_refused_resource_limit_is_named_by_its_kind_with_its_fix(text, words):
+    from harness.engines.docker import rlimit_refused
+
+    what, fix = rlimit_refused(text)
+    for word in words:
+        assert word in what + fix, (what, fix)
+    assert rlimit_refused("no such image") is None

@@ -54,6 +54,29 @@ def gpu_api_fix(api: GpuApi, engine_version: str | None = None) -> str:
     return GPU_API_FIXES[api]
 
 
+# runc's "error setting rlimit type N": the resource numbers of Linux's setrlimit(2) (asm-generic/resource.h).
+# Seen: type 8 where the engine may not grant the unlimited memlock a GPU cell asks for; types 7 and 6 from
+# podman 4.3's Docker-compatible API, whose default ulimits for containers (nofile 1048576, nproc) exceeded
+# the service's own hard limits on a VM that may not raise them (a CPU cell, which asks for no limit at all).
+RLIMITS = {6: "nproc (processes)", 7: "nofile (open files)", 8: "memlock (locked memory)"}
+
+
+def rlimit_refused(text: str) -> tuple[str, str] | None:
+    """(what happened, fix) when the engine could not set one of the container's resource limits."""
+    if "rlimit" not in text:
+        return None
+    number = re.search(r"rlimit type (\d+)", text)
+    kind = int(number.group(1)) if number else 8
+    if kind == 8:
+        return ("the engine may not grant the container unlimited memlock, which NCCL needs",
+                "raise the engine's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)")
+    name = RLIMITS.get(kind, f"resource {kind}")
+    return (f"the engine may not set the container's {name} limit it asks for: more than the engine's own hard limit",
+            "raise the engine's own limit (systemd: LimitNOFILE=/LimitNPROC= in its service, then restart it), or lower "
+            "the engine's default ulimits for containers (podman: default_ulimits in containers.conf; dockerd: "
+            "default-ulimits in daemon.json)")
+
+
 @dataclass(frozen=True)
 class GpuProbe:
     """One way of giving a container the GPUs, tried: whether the container started and showed every GPU's
@@ -145,11 +168,9 @@ class DockerEngine:
                     f"Fix: {gpu_api_fix(used, version)}; or give them through {GPU_API_NAMES[other]} with --gpu-api "
                     f"{other} ({gpu_api_fix(other, version)}); or run with --engine host."
                 ) from None
-            if "rlimit" in text:
-                raise InfraError(
-                    f"the engine may not grant the container unlimited memlock, which NCCL needs ({text}). "
-                    "Fix: raise dockerd's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)."
-                ) from None
+            refused = rlimit_refused(text)
+            if refused:
+                raise InfraError(f"{refused[0]} ({text}). Fix: {refused[1]}.") from None
             raise InfraError(f"the engine could not start the cell's container ({text}).") from None
         try:
             yield DockerRunning(self.client, container, self._stop)

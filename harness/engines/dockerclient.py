@@ -258,7 +258,12 @@ class DockerClient:
     def import_rootfs(self, tarball: Path, ref: str, labels: dict[str, str]) -> None:
         repo, _, tag = ref.partition(":")
         changes = [f'LABEL {k}="{v}"' for k, v in {LABEL: "base", **labels}.items()]
-        self._sdk.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
+        answer = self._sdk.api.import_image_from_file(str(tarball), repository=repo, tag=tag or "latest", changes=changes)
+        if not self.image_exists(ref):
+            # podman's Docker-compatible API (4.3) takes the repository and drops the tag: name its image here
+            found = re.search(r"sha256:[0-9a-f]{64}|\b[0-9a-f]{64}\b", str(answer))
+            if found and self.image_exists(found.group(0)):
+                self._sdk.images.get(found.group(0)).tag(repo, tag or "latest")
         if not self.image_exists(ref):
             raise InfraError(f"importing {tarball} as {ref} produced no image. Fix: see the engine's log; is the disk full?")
 
