@@ -63,8 +63,10 @@ def timeline(attempt_json: Path, command_s: float) -> dict[str, float]:
     return out
 
 
-def one(repo: Path, mfile: Path, res: Path, run_id: str, gpus: str) -> dict[str, float]:
+def one(repo: Path, mfile: Path, res: Path, run_id: str, gpus: str, engine: str = "host") -> dict[str, float]:
     cmd = host_matrix(mfile, res, run_id, gpus)
+    if engine != "host":  # the same command on another engine (--image: the docker engine, the image's cell)
+        cmd[cmd.index("--engine") + 1] = engine
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=600, env=env)
@@ -86,14 +88,23 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=4, help="per harness; the first is reported apart")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--before", type=Path, help="a folder holding an older harness/ to measure beside this one")
+    ap.add_argument("--image", help="a user's image holding the host's stack: also run the cell in a container of it "
+                                    "(docker engine, an `image:` stack), interleaved, with the ratios container/host")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     mfile = cell_matrix(args.out / "cell.yaml", bool(args.gpus), ["default"], bandwidth=True)
-    repos = {"after": REPO, **({"before": args.before.resolve()} if args.before else {})}
+    # name: (harness folder, matrix file, engine)
+    repos = {"after": (REPO, mfile, "host"), **({"before": (args.before.resolve(), mfile, "host")} if args.before else {})}
+    if args.image:
+        image_file = args.out / "image.yaml"
+        image_file.write_text("\n".join(
+            l if not l.startswith("  matrix:") else f'  include:\n    - {{image: "{args.image}", name: image}}'
+            for l in mfile.read_text().splitlines()) + "\n")
+        repos["container"] = (REPO, image_file, "docker")
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in repos}
     for n in range(args.runs):
-        for name, repo in repos.items():  # interleaved: drift on a shared machine hits both alike
-            runs[name].append(one(repo, mfile, args.out / "results", f"{name}-{n}", args.gpus))
+        for name, (repo, matrix_file, engine) in repos.items():  # interleaved: drift on a shared machine hits both alike
+            runs[name].append(one(repo, matrix_file, args.out / "results", f"{name}-{n}", args.gpus, engine))
             print(name, n, json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()}), flush=True)
     summary: dict = {"gpus": args.gpus, "runs": args.runs, "target_supervised_s": TARGET_S}
     # the first run of each fills the page cache (and, after issue 12, the bytecode cache): apart
@@ -106,6 +117,11 @@ def main() -> int:
         summary["ratio after/before (per pair, first runs apart)"] = {
             k: spread([a[k] / b[k] for a, b in zip(runs["after"], runs["before"]) if b.get(k) and k in a])
             for k in ("command", "supervised", "launch->start", "fingerprint", "init", "prepare", "result->exit")}
+    if "container" in runs:
+        summary["ratio container/host (per pair, first runs apart)"] = {
+            k: spread([a[k] / b[k] for a, b in zip(runs["container"], runs["after"]) if b.get(k) and k in a])
+            for k in ("command", "supervised", "launch->start", "fingerprint", "init", "prepare", "bandwidth",
+                      "result->exit")}
     (args.out / "cell-time.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     met = summary["after"]["supervised"]["median"] <= TARGET_S
