@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -222,34 +221,11 @@ class RunData:
         return self.facts.driver
 
 
-RUN_JSON_READ = 1 << 20  # run.json is a few KB; a bigger one is not read to find when its run started
-
-
-def started_at(run: Path) -> float:
-    """When a run started, in seconds since the epoch: run.json's `started`, else (no run.json, a damaged
-    one) the folder's modification time."""
-    try:
-        path = run / "run.json"
-        if path.stat().st_size <= RUN_JSON_READ:
-            started = json.loads(path.read_text()).get("started")
-            if isinstance(started, str):
-                return datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp()
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        return run.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
 def runs(results: Path) -> list[str]:
-    """Run ids under `results`, oldest first by when each started. Not by name: issue 22 saw the README's
-    own `--run-id before-driver-upgrade` then `after-driver-upgrade`, and "the latest" (report, publish,
-    --resume) took `before-...` by name order."""
+    """Run ids under `results`, oldest first (ids start with their timestamp)."""
     if not Path(results).is_dir():
         return []
-    found = [p for p in Path(results).iterdir() if p.is_dir() and ((p / "run.json").exists() or (p / "cells").is_dir())]
-    return [p.name for p in sorted(found, key=lambda p: (started_at(p), p.name))]
+    return sorted(p.name for p in Path(results).iterdir() if p.is_dir() and ((p / "run.json").exists() or (p / "cells").is_dir()))
 
 
 def resolve_run(results: Path, run: str | None) -> Path:
