@@ -84,8 +84,13 @@ class CellFields(Model):
         Two images with the same versions are two rows: a re-pushed tag is a new stack."""
         if not self.image:
             return ""
-        short = (self.image_id or "").removeprefix("sha256:")[:12]
+        short = self.short_image_id
         return f"{self.name or self.image} ({self.image}{', ' + short if short else ''})"
+
+    @property
+    def short_image_id(self) -> str:
+        """The image that ran, as docker shows an id: its first 12 hex digits ("" when not read)."""
+        return (self.image_id or "").removeprefix("sha256:")[:12]
 
     @property
     def pin(self) -> str | None:

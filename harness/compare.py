@@ -223,7 +223,7 @@ def image_change(old: CellFields, cur: CellFields) -> str | None:
         return None
 
     def named(cell: CellFields) -> str:
-        return f"{cell.image} ({(cell.image_id or '').removeprefix('sha256:')[:12]})"
+        return f"{cell.image} ({cell.short_image_id})"
 
     versions = [f"{label} {getattr(old, key) or '?'} → {getattr(cur, key) or '?'}" for key, label in STACK_FACTS
                 if getattr(old, key) != getattr(cur, key)]

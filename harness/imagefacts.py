@@ -73,11 +73,6 @@ class ImageFacts:
     distro: str = ""
 
     @property
-    def pin(self) -> str:
-        """The reference that finds exactly this image again: by registry digest, else by content id."""
-        return self.digest or self.image_id
-
-    @property
     def python_mm(self) -> str:
         return ".".join(self.python.split(".")[:2])
 
@@ -96,26 +91,23 @@ def parse(exit_code: int, output: str, image_id: str, digest: str = "", python: 
     if line is None:
         if exit_code == NO_PYTHON or "no python" in output:
             where = f"no Python at `{python}`" if python else "no Python (looked for python3 and python on its PATH)"
-            return _raise(where, "name the image's Python with `python: /path/to/python` in the stack"
-                          if not python else "correct `python:` in the stack (a path inside the image, or a command on its PATH)")
+            fix = ("correct `python:` in the stack (a path inside the image, or a command on its PATH)" if python
+                   else "name the image's Python with `python: /path/to/python` in the stack")
+            raise ProbeProblem(where, fix)
         tail = " ".join(output.strip().splitlines()[-3:])[-300:]
-        return _raise(f"its Python could not be asked what the image holds (exit {exit_code}: {tail or 'no output'})",
-                      "check that the image runs a command it is given (docker run --rm IMAGE python3 -V): its ENTRYPOINT "
-                      "is kept (NGC's sets up CUDA's forward compatibility), so one that does not exec its arguments "
-                      "would stop every cell too")
+        raise ProbeProblem(f"its Python could not be asked what the image holds (exit {exit_code}: {tail or 'no output'})",
+                           "check that the image runs a command it is given (docker run --rm IMAGE python3 -V): its ENTRYPOINT "
+                           "is kept (NGC's sets up CUDA's forward compatibility), so one that does not exec its "
+                           "arguments would stop every cell too")
     try:
         found = json.loads(line[len(MARK):])
     except ValueError:
-        return _raise(f"the probe's answer was cut short: {line[:200]}", "run it again")
+        raise ProbeProblem(f"the probe's answer was cut short: {line[:200]}", "run it again") from None
     text = {k: str(v) if v is not None else "" for k, v in found.items()} if isinstance(found, dict) else {}
     if not text.get("torch"):
         why = text.get("torch_error") or "torch cannot be imported"
-        return _raise(f"no torch for {text.get('python_path') or 'its Python'} ({why})",
-                      "use an image with torch installed, or name the Python that has it with `python:` in the stack")
+        raise ProbeProblem(f"no torch for {text.get('python_path') or 'its Python'} ({why})",
+                           "use an image with torch installed, or name the Python that has it with `python:` in the stack")
     return ImageFacts(image_id=image_id, digest=digest, python_path=text.get("python_path", ""),
                       python=text.get("python", ""), torch=text["torch"], cuda=text.get("cuda", ""),
                       nccl=text.get("nccl", ""), accelerate=text.get("accelerate", ""), distro=text.get("distro", ""))
-
-
-def _raise(what: str, fix: str) -> ImageFacts:
-    raise ProbeProblem(what, fix)

@@ -57,8 +57,8 @@ def describe(stack: Stack) -> str:
     found = stack.facts
     if found is None:
         return "(not read yet)"
-    acc = (f"Accelerate {found.accelerate}" if found.accelerate == stack.accelerate
-           else f"Accelerate {stack.accelerate} from the wheel store (the image has {found.accelerate or 'none'})")
+    acc = (f"Accelerate {stack.accelerate} from the wheel store (the image has {found.accelerate or 'none'})"
+           if installs_accelerate(stack) else f"Accelerate {found.accelerate}")
     cuda = f"CUDA {found.cuda}" if found.cuda else "CPU"
     nccl = f", NCCL {found.nccl}" if found.nccl else ""
     return f"Python {found.python}, torch {found.torch} ({cuda}{nccl}), {acc}; {found.distro or 'distribution unknown'}"

@@ -91,8 +91,10 @@ def test_the_probe_reads_its_line_after_an_entrypoints_banner():
     found = imagefacts.parse(0, banner + line + "\n", IMAGE_ID, "nvcr.io/nvidia/pytorch@sha256:" + "ef" * 32)
     assert (found.torch, found.cuda, found.nccl, found.accelerate, found.python_mm) == ("2.5.0a0+e000", "12.6", "2.22.3", "",
                                                                                         "3.10")
-    assert found.pin.startswith("nvcr.io/nvidia/pytorch@sha256:")  # the registry's digest finds it again
-    assert _facts().pin == IMAGE_ID  # an image from no registry: its content id
+    # what the record keeps pins the image: the registry's digest finds it again; an image from no registry, its id
+    pinned = CellFields(image="nvcr.io/nvidia/pytorch:24.10-py3", image_id=found.image_id, image_digest=found.digest)
+    assert pinned.pin is not None and pinned.pin.startswith("nvcr.io/nvidia/pytorch@sha256:")
+    assert CellFields(image="site/train:1", image_id=IMAGE_ID, image_digest=_facts().digest).pin == IMAGE_ID
 
 
 @pytest.mark.parametrize("code, output, python, words", [
