@@ -33,7 +33,6 @@ stacks:
 variants: [default]
 ranks: 2
 timeouts: {{fingerprint: 60, init: 60, prepare: 60, step: 30, check: 30, bandwidth: 60, teardown: 30, cell: 600}}
-bandwidth: {{sizes: ["4K", "1M"], iters: 5, warmup: 1, trials: 3}}
 """
 
 
@@ -79,7 +78,9 @@ def test_site_images_run_as_stacks_with_their_versions_read_inside_and_compare(e
     assert f"| train-2026-11 ({NOV}, {site_images[NOV][7:19]}) | cpu | gloo (CPU) | 2.13.0+cpu | 1.15.0 | accelerate |" \
         in report
     assert f"--image train-2026-12={site_images[DEC]} --only 'train-2026-12+default'" in report
-    # the pre-upgrade comparison: last month's image against this month's, in one run
+    # the pre-upgrade comparison: last month's image against this month's, in one run. No bandwidth is measured
+    # here: two CPU gloo cells on a shared machine moved 74% apart at 1 MiB in CI (stop 29), and whether compare
+    # holds noise apart is test_matrix_run's question; this one is whether the images' change is named
     code = commands.compare("site", "site", tmp_path, stacks="train-2026-11=train-2026-12")
     diff = capsys.readouterr().out
     assert code == 0, diff
