@@ -189,7 +189,7 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
         # its declaration is left out (said in the progress), never a crash of the run
         unfit: list[str] = []
         facts = RunJson(
-            run_id=run_id, started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            run_id=run_id, started=time.strftime(results.STARTED),
             host=HostJson.tolerant(hostinfo.facts(engine.facts()), unfit, "run.json host"),
             engine=engine.name, gpus=tuple(gpus), harness_version=__version__,
             matrix=MatrixJson(path=str(m.path), sha256=m.sha256, timeouts=m.timeouts.model_dump(),

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def new_run_id() -> str:
 
 PROBE_BYTES = 4 << 20  # the start-up write: a record with its attempt files is this big (a 2 MB tmpfs failed mid-cell)
 LOCK = ".lock"
+STARTED = "%Y-%m-%dT%H:%M:%S%z"  # run.json's `started` (local time with its offset), written by pipeline
 
 _FIXES = {
     errno.ENOSPC: "free space on that disk, or pass --results on one with room",
@@ -221,11 +223,29 @@ class RunData:
         return self.facts.driver
 
 
+def started_at(run: Path) -> float:
+    """When a run started, in seconds since the epoch: run.json's `started` (read with the records' bounds),
+    else (no run.json, a damaged one) the folder's modification time."""
+    try:
+        started = _read(run / "run.json").get("started")
+        if isinstance(started, str):
+            return datetime.strptime(started, STARTED).timestamp()
+    except (OSError, ValueError):
+        pass
+    try:
+        return run.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def runs(results: Path) -> list[str]:
-    """Run ids under `results`, oldest first (ids start with their timestamp)."""
+    """Run ids under `results`, oldest first by when each started. Not by name: issue 22 saw the README's
+    own `--run-id before-driver-upgrade` then `after-driver-upgrade`, and "the latest" (report, publish,
+    --resume) took `before-...` by name order."""
     if not Path(results).is_dir():
         return []
-    return sorted(p.name for p in Path(results).iterdir() if p.is_dir() and ((p / "run.json").exists() or (p / "cells").is_dir()))
+    found = [p for p in Path(results).iterdir() if p.is_dir() and ((p / "run.json").exists() or (p / "cells").is_dir())]
+    return [p.name for p in sorted(found, key=lambda p: (started_at(p), p.name))]
 
 
 def resolve_run(results: Path, run: str | None) -> Path:
