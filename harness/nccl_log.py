@@ -37,9 +37,12 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from . import rankfiles
 from .evidence import NcclSummary
 from .workload.redact import shown_env
 
@@ -110,6 +113,10 @@ _RESULT_TEXTS: tuple[tuple[str, str], ...] = (
 # NCCL formats lines into a 1024-byte buffer; anything far longer is not an NCCL line. Capping
 # also keeps pathological input (one huge line of junk) cheap.
 _MAX_LINE = 8192
+# What one log can add to the parse, at most (issue 22: a rank writing 500 MB of NCCL lines took the harness to
+# 2.3 GB). A real init of 8 ranks on 32 channels logs about 1,000 connection lines and a few dozen distinct
+# warnings; a log beyond these is noise or hostile, and its first facts are the ones kept.
+_MAX_ITEMS = 4096
 
 _LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
 _HOST_RE = re.compile(r"([^\s:\[\]]+):(\d{1,10}):(\d{1,10})(?=\s)")
@@ -320,17 +327,18 @@ def parse(text: str) -> NcclLog:
         except Exception:
             return NcclLog()
     try:
-        return _Parser(text).run()
+        return _Parser(text.splitlines()).run()
     except Exception:  # the contract is "never raise"; a bug here must not kill the supervisor
         return NcclLog()
 
 
 def parse_file(path: str | os.PathLike[str]) -> NcclLog:
-    """Parse a file; a missing or unreadable file is an empty NcclLog, not an error."""
+    """Parse a rank's NCCL debug file, read as the system under test's output (harness/rankfiles.py: no
+    link followed, a regular file only, its head and tail when it is long, in pieces); a missing or
+    unreadable one is an empty NcclLog, not an error."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse(handle.read())
-    except (OSError, ValueError):
+        return _Parser(rankfiles.lines(Path(path))).run()
+    except Exception:  # OSError (absent, a link, a device) and, as for parse, never raise
         return NcclLog()
 
 
@@ -342,20 +350,12 @@ def tail(text: str, n: int = 50) -> str:
 
 
 def tail_file(path: str | os.PathLike[str], n: int = 50, max_bytes: int = 1 << 20) -> str:
-    """The last n lines of a file, reading at most max_bytes from its end (logs can be huge)."""
+    """The last n lines of a rank's file, reading at most max_bytes from its end, as rankfiles reads (no
+    link followed, a regular file only); "" when there is none to read."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            start = max(0, size - max(1, max_bytes))
-            handle.seek(max(0, start - 1))  # one byte more: was the window cut mid-line?
-            data = handle.read()
-    except (OSError, ValueError):
+        data, _ = rankfiles.tail(Path(path), max(1, max_bytes))
+    except OSError:
         return ""
-    if start > 0:
-        # Drop everything up to the first newline: the partial line, or the byte before the window.
-        cut = data.find(b"\n")
-        data = data[cut + 1:] if cut >= 0 else b""
     return tail(data.decode("utf-8", errors="replace"), n)
 
 
@@ -375,7 +375,7 @@ class _Distinct:
         self._seen: dict[str, None] = {}
 
     def add(self, item: str) -> None:
-        if item:
+        if item and len(self._seen) < _MAX_ITEMS:
             self._seen.setdefault(item, None)
 
     def values(self) -> tuple[str, ...]:
@@ -385,8 +385,8 @@ class _Distinct:
 class _Parser:
     """One pass over the lines; mutable state here, frozen values out."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.lines = lines
         self.version: str | None = None
         self.cuda: str | None = None
         self.version_is_bare = True  # True until a "+cudaX.Y" line (NCCL's own) was seen
@@ -408,7 +408,7 @@ class _Parser:
         self.nccl_lines = 0
 
     def run(self) -> NcclLog:
-        for raw in self.text.splitlines():
+        for raw in self.lines:
             line = raw[:_MAX_LINE].replace("\x00", "")
             try:
                 self._line(line)
@@ -526,6 +526,8 @@ class _Parser:
         if match is None:  # ring lines "Channel 00/02 :    0   1" and other forms
             return False
         channel, conn, src, src_dev, dst, dst_dev, direction, via = match.groups()
+        if len(self.raw_connections) >= _MAX_ITEMS:
+            return True
         self.raw_connections.append(
             (
                 int(channel),
@@ -545,6 +547,8 @@ class _Parser:
         if match is None:
             return False
         channel, conn, rank, direction, via = match.groups()
+        if len(self.collnet) >= _MAX_ITEMS:
+            return True
         me = int(rank)
         src, dst = (me, COLLNET_PEER) if direction == "send" else (COLLNET_PEER, me)
         self.collnet.append(
@@ -569,6 +573,8 @@ class _Parser:
         name, value = match.groups()
         if value.endswith("."):  # numeric params are logged as "... to 1."
             value = value[:-1]
+        if name not in self.env and len(self.env) >= _MAX_ITEMS:
+            return
         self.env[name] = value
         if (name == "NCCL_P2P_DISABLE" and value.strip() == "1") or (
             name == "NCCL_P2P_LEVEL" and value.strip() in ("LOC", "0")
@@ -600,6 +606,8 @@ class _Parser:
             "bus_id": opt_str(_BUSID_RE),
             "comm_id": opt_str(_COMMID_RE),
         }
+        if len(self.comms) >= _MAX_ITEMS:
+            return
         if stage == "START":
             self.comms.append({**facts, "started": True, "complete": False})
             self.open_comm[comm] = len(self.comms) - 1

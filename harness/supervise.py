@@ -9,6 +9,7 @@ so this layer is the one that must never fail: it only reads files and kills fro
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from . import nccl_log, results
-from .engines.base import CellSpec, Engine, Running
+from . import nccl_log, rankfiles, results
+from .engines.base import LAUNCHER_LOG, CellSpec, Engine, Running
 from .errors import InfraError, WriteError
 from .evidence import Event, Forensics, Placement, RankError, RankResult, RankState, RawAttempt, Stall
 from .kinds import CONTROL_THRESHOLDS, STARTUP, EndedBy, phase_index
@@ -46,36 +47,81 @@ def well_formed(event: Any) -> bool:
     return True
 
 
+# An event line is a few KB (the fingerprint, with its environment and peer table, the largest: 30 KB on 8
+# H200s); a longer one is not an event. Issue 22: one 600 MB line without a newline took the harness to
+# 2.3 GB. And one read takes at most EVENTS_PER_READ of a file, so a rank that floods its events cannot keep
+# the supervisor from its other work (the rest is read on the next poll).
+MAX_EVENT_LINE = 4 << 20
+EVENTS_PER_READ = 16 << 20
+
+
 class EventTail:
     """Reads the complete JSON lines appended to a rank's event file since the last call: a torn last
     line (a rank killed mid-write, a full disk) waits for its end, and is never parsed without it; a
-    line that is not a well-formed event is counted in `malformed` and skipped."""
+    line that is not a well-formed event, or longer than MAX_EVENT_LINE, is counted in `malformed` and
+    skipped. The file is read as rankfiles reads: a link, a device or a hard link in its place is not read."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.partial, self.malformed = path, 0, b"", 0
+        self.skipping = False  # inside a line longer than MAX_EVENT_LINE: skipped up to its newline
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self, whole: bool = False) -> list[dict[str, Any]]:
+        """The new events; at most EVENTS_PER_READ of the file unless `whole` (the last read, after the
+        ranks ended: all that they wrote, still in pieces)."""
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+            fd = rankfiles.open_regular(self.path)
         except OSError:
             return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        events = []
+        events: list[dict[str, Any]] = []
+        try:
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            left = os.fstat(fd).st_size - self.offset if whole else EVENTS_PER_READ
+            while left > 0:
+                data = os.read(fd, min(left, rankfiles.PIECE))
+                if not data:
+                    break
+                left -= len(data)
+                self.offset += len(data)
+                events += self._lines(data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return events
+
+    def _lines(self, data: bytes) -> list[dict[str, Any]]:
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        if self.skipping:
+            if not lines:
+                return []
+            lines.pop(0)  # the end of the overlong line
+            self.skipping = False
+        if lines:
+            lines[0] = self.partial + lines[0]
+            self.partial = b""
+        self.partial += rest
+        if len(self.partial) > MAX_EVENT_LINE:
+            self.partial, self.skipping = b"", True
+            self.malformed += 1
+        events: list[dict[str, Any]] = []
         for line in lines:
+            event: Any = None
             try:
-                event = json.loads(line)
+                event = json.loads(line) if len(line) <= MAX_EVENT_LINE else None
             except (ValueError, RecursionError):
-                event = None
+                pass
             if well_formed(event):
                 events.append(event)
             elif line.strip():
                 self.malformed += 1
         return events
 
+
+# The launcher's output, where the engine writes it into the attempt folder (host, slurm), is cut to
+# rankfiles.LOG_CAP this often (and once at the end): at 1 GB/s (a rank printing in a loop) it grows 0.5 GB
+# between two looks.
+LOG_CAP_EVERY_S = 0.5
 
 MAX_UNREADABLE = 20  # parts of what the ranks wrote that were left out, said in the record
 
@@ -197,8 +243,8 @@ def _pids(out: Path) -> dict[int, int]:
     pids = {}
     for path in out.glob("pid-rank*"):
         try:
-            pids[int(path.name[len("pid-rank"):])] = int(path.read_text().strip())
-        except ValueError:
+            pids[int(path.name[len("pid-rank"):])] = int(rankfiles.text(path, 64).strip())
+        except (ValueError, OSError):
             continue
     return pids
 
@@ -280,14 +326,15 @@ def supervise(
     stall: Stall | None = None
     forensics = Forensics()
     launcher_tail, infra_reason, leftovers = "", "", list[str]()
+    capped = started
 
-    def drain(now: float) -> None:
+    def drain(now: float, whole: bool = False) -> None:
         for path in out.glob("events-rank*.jsonl"):
             if not path.stem[len("events-rank"):].isdigit():
                 continue
             rank = int(path.stem[len("events-rank"):])
             tail = tails.setdefault(rank, EventTail(path))
-            for event in tail.read():
+            for event in tail.read(whole):
                 watch.feed(rank, event, now)
                 on_event(rank, event)
 
@@ -300,9 +347,12 @@ def supervise(
                     drain(now)
                     code = running.poll()
                     if code is not None:
-                        drain(time.monotonic())
+                        drain(time.monotonic(), whole=True)
                         ended_by, exit_code = "exited", code
                         break
+                    if now - capped > LOG_CAP_EVERY_S:
+                        rankfiles.cap(out / LAUNCHER_LOG)
+                        capped = now
                     stalled = watch.stalled(now)
                     if stalled is not None:
                         ended_by = "cap" if stalled.cap else "stall"
@@ -312,6 +362,7 @@ def supervise(
                     time.sleep(POLL_S)
             except KeyboardInterrupt:
                 ended_by = "interrupted"
+            rankfiles.cap(out / LAUNCHER_LOG)
             launcher_tail = running.output_tail()
             if ended_by != "exited":
                 running.kill()

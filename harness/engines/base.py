@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from .dockerclient import DockerClient
 
 
+# The launcher's output in the attempt folder, where the engine writes it there (host, slurm); the supervisor
+# caps it (rankfiles.cap)
+LAUNCHER_LOG = "launcher.log"
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """Everything an engine needs to start one attempt of one cell."""

@@ -69,8 +69,12 @@ def rank_pids(out):
     for name in os.listdir(out):
         if name.startswith("pid-rank") and name[len("pid-rank"):].isdigit():
             try:
-                with open(os.path.join(out, name)) as fh:
-                    pids[name[len("pid-rank"):]] = int(fh.read().strip())
+                # a rank's own file: no link followed, a FIFO never waited on, a few bytes read (harness/rankfiles.py)
+                fd = os.open(os.path.join(out, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    pids[name[len("pid-rank"):]] = int(os.read(fd, 64).strip())
+                finally:
+                    os.close(fd)
             except (OSError, ValueError):
                 continue
     return pids

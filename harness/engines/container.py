@@ -64,6 +64,11 @@ class ContainerConfig:
     init: bool = False
     labels: tuple[tuple[str, str], ...] = ()
     passthrough: tuple[str, ...] = ()
+    # The engine keeps at most this much of the launcher's output (json-file, one file: the oldest is dropped,
+    # the tail that output_tail reads is kept). Issue 22: 400 MB of stdout per rank was kept whole. None: the
+    # output is not the engine's to keep (a Slurm node's container writes to the task's launcher.log, which
+    # the supervisor caps like the host engine's: rankfiles.cap).
+    log_max: str | None = "64m"
 
     @property
     def memlock_unlimited(self) -> bool:
@@ -88,7 +93,13 @@ class ContainerConfig:
             kwargs["device_requests"] = [self.device_request()]
         if self.memlock_unlimited:
             kwargs["ulimits"] = [{"name": "memlock", "soft": -1, "hard": -1}]
+        if self.log_max:
+            kwargs["log_config"] = {"type": "json-file", "config": dict(self.log_options())}
         return kwargs
+
+    def log_options(self) -> tuple[tuple[str, str], ...]:
+        """The json-file log driver's options (docker run --log-opt): one file of at most log_max."""
+        return (("max-size", self.log_max), ("max-file", "1")) if self.log_max else ()
 
     def device_request(self) -> dict[str, Any]:
         """The GPUs as the keyword arguments of the SDK's DeviceRequest. CDI: the driver "cdi" and one
@@ -128,6 +139,10 @@ class ContainerConfig:
             argv += self.gpu_argv()
         if self.memlock_unlimited:
             argv += ["--ulimit", "memlock=-1:-1"]
+        if self.log_max:
+            argv += ["--log-driver", "json-file"]
+            for key, value in self.log_options():
+                argv += ["--log-opt", f"{key}={value}"]
         for key, value in self.env:
             argv += ["-e", f"{key}={value}"]
         for key in self.passthrough:

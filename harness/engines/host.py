@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import CACHE_DIR, WORKLOAD_DIR, owner, proc
+from .. import CACHE_DIR, WORKLOAD_DIR, nccl_log, owner, proc
 from .. import launch as launch_mod
 from ..errors import HarnessError, InfraError
 from ..kinds import GpuApi
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
-from .base import CellSpec, Check, Stop
+from .base import LAUNCHER_LOG, CellSpec, Check, Stop
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
 
@@ -121,10 +121,7 @@ class CellProcesses:
         return {rank for rank, pid in pids.items() if pid not in live}
 
     def output_tail(self, lines: int = 80) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return nccl_log.tail_file(self.log, lines)  # the launcher's output is the ranks' too: read as theirs
 
     def leftovers(self) -> list[str]:
         return [p.describe() for p in tagged(self.token)]
@@ -344,7 +341,7 @@ class HostEngine:
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex
         owner.watch_over(self.name)  # this harness's death (even SIGKILL) takes the cell with it
-        log = spec.out_dir / "launcher.log"
+        log = spec.out_dir / LAUNCHER_LOG
         running = HostRunning(proc.spawn(list(spec.launch.argv), env=cell_env(spec, token), log=log), log, token,
                               self._stop)
         try:

@@ -49,7 +49,7 @@ def node_step(runtime: str, spec: CellSpec, owner_marker: str, passthrough: tupl
     config = replace(container_config(spec), network="host", init=True, labels=labels(spec, owner_marker),
                      passthrough=(*passthrough, *PLACEMENT_VARS,
                                   *(("CUDA_VISIBLE_DEVICES",) if spec.launch.device == "cuda" else ())),
-                     gpus=())
+                     gpus=(), log_max=None)
     devices = GPU_DEVICES[runtime] if spec.launch.device == "cuda" else ()
     return NodeStep((), tuple(config.run_argv(runtime, devices)))
 

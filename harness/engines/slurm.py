@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import launch as launch_mod
-from .. import owner, proc, results
+from .. import owner, proc, rankfiles, results
 from ..errors import HarnessError, InfraError, closest
 from ..kinds import GpuApi
 from ..matrix import Cell, Matrix
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
-from .base import CellSpec, Check, Stop
+from .base import LAUNCHER_LOG, CellSpec, Check, Stop
 from .docker import image_env
 from .dockerclient import DockerClient
 from .host import TOKEN_VAR, HostEngine, cell_env, env_line, kill_surely, own_stack_cells
@@ -104,6 +104,15 @@ try:
 except Exception as exc:
     print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
 """
+
+
+def _probe_text(path: Path) -> str:
+    """What a node's probe task wrote (a line or two), read like a rank's file: the folder is the results
+    folder every node shares."""
+    try:
+        return rankfiles.text(path, 64 << 10)
+    except OSError as exc:
+        return f"(not read: {exc.strerror or exc})"
 
 
 def runtime_answer(text: str) -> tuple[bool, str]:
@@ -314,7 +323,7 @@ class SlurmEngine:
                                       out=out_dir, extra_args=extra_args, inherited_env=inherited_env)
 
     def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
-        return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / "launcher.log", spec.out_dir, script)
+        return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / LAUNCHER_LOG, spec.out_dir, script)
 
     def _sbatch(self, name: str, output: Path, chdir: Path, script: Path) -> list[str]:
         """A job of this harness (its owner in the comment, for the reaper) on the user's allocation."""
@@ -354,7 +363,7 @@ class SlurmEngine:
                 time.sleep(STATE_POLL_S)
         finally:
             kill_surely(running.kill)
-        seen = {p.name: p.read_text(errors="replace") for p in sorted(probe.iterdir())
+        seen = {p.name: _probe_text(p) for p in sorted(probe.iterdir())
                 if p.name != script.name and not p.name.endswith(".part")}
         shutil.rmtree(probe, ignore_errors=True)
         return Probe(running.job_id, (running.state or {}).get("NodeList", "?"), self.options.nodes, seen)
@@ -415,7 +424,7 @@ class SlurmEngine:
         script = spec.out_dir / "job.sh"
         results.write_text(script, batch_script(self.step(spec)))
         contained = self.options.runtime in CONTAINED
-        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / "launcher.log", cell_env(spec, ""),
+        running = self._submit(self.sbatch_argv(spec, script), spec.out_dir / LAUNCHER_LOG, cell_env(spec, ""),
                                spec.out_dir, remove_line(self.options.runtime, spec) if contained else None)
         job_id = running.job_id
         try:

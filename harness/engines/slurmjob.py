@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import launch as launch_mod
-from .. import proc
+from .. import proc, rankfiles
 from ..errors import HarnessError, InfraError
 from .base import Stop
 from .host import TOKEN_VAR, CellProcesses
@@ -105,6 +105,7 @@ def cancel(job_ids: list[str], deadline_s: float = CANCEL_WAIT_S) -> list[str]:
 
 
 COLLECTOR = Path(__file__).with_name("collector.py")
+NODE_FORENSICS_BYTES = 16 << 20  # a node's processes and py-spy dumps: tens of KB
 COLLECT_S = 60.0  # the collector's srun: py-spy takes 20 s at most per rank
 
 
@@ -147,9 +148,9 @@ class SlurmRunning:
                                self.out / "node-forensics.log")
             self.found = []
             for path in sorted((self.out / "node-forensics").glob("*.json")):
-                try:
-                    self.found.append(json.loads(path.read_text()))
-                except (OSError, ValueError):
+                try:  # in the attempt folder, beside what the ranks write: read as theirs (rankfiles)
+                    self.found.append(json.loads(rankfiles.head(path, NODE_FORENSICS_BYTES)))
+                except (OSError, ValueError, RecursionError):
                     continue
         return self.found or []
 
