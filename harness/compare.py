@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .errors import HarnessError
+from .escape import code, esc
 from .record import GOOD, MEASURED, BandwidthRow, CellFields, CellRecord, Fingerprint, ranges_apart
-from .report import esc, gbs, pct, size_label
+from .report import gbs, pct, size_label
 from .results import RunData
 
 FINGERPRINT_FACTS: tuple[tuple[str, Callable[[Fingerprint], str | None]], ...] = (
@@ -81,7 +82,7 @@ class BusbwChange:
 
     def text(self) -> str:
         b, a = self.before, self.after
-        head = (f"`{self.cell_id}`: busbw {pct(self.change)} at {size_label(self.size)}, "
+        head = (f"{code(self.cell_id)}: busbw {pct(self.change)} at {size_label(self.size)}, "
                 f"{gbs(b.median)} → {gbs(a.median)} GB/s")
         if abs(self.change) <= self.floor:
             return f"{head} (under the {self.floor:.0%} floor for gloo cells)"
@@ -95,6 +96,8 @@ class BusbwChange:
 
 @dataclass
 class Diff:
+    """What changed, each item a line of markdown: cell ids as code, the records' own text escaped."""
+
     regressions: list[str] = field(default_factory=list)
     improvements: list[str] = field(default_factory=list)
     within_noise: list[str] = field(default_factory=list)  # busbw changes beyond the threshold, inside the noise
@@ -173,16 +176,16 @@ def busbw_change(cell_id: str, old: CellRecord, cur: CellRecord, threshold: floa
 def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
     """Pure comparison; `threshold` is the relative change of median busbw that counts, where the noise
     of both runs allows (see BusbwChange.verdict)."""
-    d = Diff(unreadable=[f"{side} `{run.run_id}`: `{name}`: {problem}" for side, run in (("base", base), ("new", new))
-                         for name, problem in run.problems.items()])
+    d = Diff(unreadable=[f"{side} {code(run.run_id)}: {code(name)}: {esc(problem)}"
+                         for side, run in (("base", base), ("new", new)) for name, problem in run.problems.items()])
     base_pools = _pools(base)
     for cell_id in sorted(set(base.records) | set(new.records)):
         old, cur = base.records.get(cell_id), new.records.get(cell_id)
         if old is None:
-            d.added.append(f"`{cell_id}`: {_status(cur)}")
+            d.added.append(f"{code(cell_id)}: {_status(cur)}")
             continue
         if cur is None:
-            d.missing.append(f"`{cell_id}` (was {_status(old)})")
+            d.missing.append(f"{code(cell_id)} (was {_status(old)})")
             continue
         images = image_change(old.cell, cur.cell)
         if images and images not in d.images:
@@ -190,7 +193,7 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         a, b = _status(old), _status(cur)
         changed = False
         if a != b:  # outcome changes always count
-            line = f"`{cell_id}`: {a} → {b}" + (f" ({cur.reason or ''})" if b not in GOOD else "")
+            line = f"{code(cell_id)}: {a} → {b}" + (f" ({esc(cur.reason or '')})" if b not in GOOD else "")
             (d.improvements if b in GOOD and a not in GOOD else d.regressions).append(line)
             changed = True
         elif a in MEASURED:
@@ -203,12 +206,12 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         if changed:
             facts = _fingerprint_changes(old, cur)
             if facts:
-                d.fingerprint.append(f"`{cell_id}`: {facts}")
+                d.fingerprint.append(f"{code(cell_id)}: {facts}")
         else:
             d.unchanged += 1
     driver_a, driver_b = base.facts.driver, new.facts.driver
     if driver_a != driver_b:
-        d.fingerprint.insert(0, f"host driver: {driver_a or 'none'} → {driver_b or 'none'}")
+        d.fingerprint.insert(0, f"host driver: {esc(driver_a or 'none')} → {esc(driver_b or 'none')}")
     return d
 
 
@@ -223,9 +226,9 @@ def image_change(old: CellFields, cur: CellFields) -> str | None:
         return None
 
     def named(cell: CellFields) -> str:
-        return f"{cell.image} ({cell.short_image_id})"
+        return esc(f"{cell.image} ({cell.short_image_id})")
 
-    versions = [f"{label} {getattr(old, key) or '?'} → {getattr(cur, key) or '?'}" for key, label in STACK_FACTS
+    versions = [f"{label} {esc(getattr(old, key) or '?')} → {esc(getattr(cur, key) or '?')}" for key, label in STACK_FACTS
                 if getattr(old, key) != getattr(cur, key)]
     return f"{named(old)} → {named(cur)}: " + ("; ".join(versions) or "the same versions, another image")
 
@@ -259,9 +262,9 @@ def _fingerprint_changes(old: CellRecord, cur: CellRecord) -> str:
     for name, get in FINGERPRINT_FACTS:
         x, y = get(fa) if fa else None, get(fb) if fb else None
         if x != y and (x or y):
-            parts.append(f"{name} {x or 'not recorded'} → {y or 'not recorded'}")
+            parts.append(f"{name} {esc(x or 'not recorded')} → {esc(y or 'not recorded')}")
     if not parts and old.nccl_label != cur.nccl_label:
-        parts.append(f"NCCL {old.nccl_label} → {cur.nccl_label}")
+        parts.append(f"NCCL {esc(old.nccl_label)} → {esc(cur.nccl_label)}")
     return "; ".join(parts)
 
 
@@ -275,9 +278,10 @@ def _rule(threshold: float, changes: Iterable[BusbwChange]) -> str:
 
 
 def render(base: RunData, new: RunData, d: Diff, threshold: float, stacks: tuple[str, str] | None = None) -> str:
-    old_name, new_name = (f"{base.run_id}` stack `{stacks[0]}", f"{new.run_id}` stack `{stacks[1]}") if stacks \
-        else (base.run_id, new.run_id)
-    lines = [esc(f"# Compare `{old_name}` → `{new_name}`"), "",
+    def named(run: RunData, side: int) -> str:
+        return code(run.run_id) + (f" stack {code(stacks[side])}" if stacks else "")
+
+    lines = [f"# Compare {named(base, 0)} → {named(new, 1)}", "",
              _rule(threshold, d.changes) + " " + ("**Regressed.**" if d.regressed else "Nothing regressed."), ""]
     for title, items in (("Regressions", d.regressions), ("Missing cells", d.missing),
                          ("Improvements", d.improvements), ("Within noise (not counted)", d.within_noise),
@@ -285,6 +289,6 @@ def render(base: RunData, new: RunData, d: Diff, threshold: float, stacks: tuple
                          ("Images compared (users' images, as read inside them)", d.images),
                          ("Unreadable records (compared as missing)", d.unreadable)):
         if items:
-            lines += [f"## {title}", ""] + [f"- {esc(item)}" for item in items] + [""]
+            lines += [f"## {title}", ""] + [f"- {item}" for item in items] + [""]
     lines.append(f"{d.unchanged} cell(s) unchanged" + (f" ({len(d.within_noise)} within noise)." if d.within_noise else "."))
     return "\n".join(lines) + "\n"

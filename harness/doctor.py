@@ -9,6 +9,7 @@ from . import engines, hostinfo, reaper, results
 from .engines.base import Check
 from .engines.slurm import SlurmOptions
 from .errors import EXIT_INFRA, EXIT_OK, InfraError
+from .escape import terminal
 from .progress import Progress
 from .selection import check_gpu_api, check_gpus, gpus_visible
 
@@ -45,5 +46,5 @@ def doctor(gpus_flag: str | None = None, engine_choice: str | None = None, slurm
     """Print every check; exit 4 when something blocks a run."""
     reaper.sweep(Progress())  # what a dead harness left would skew what is checked
     found = checks(gpus_flag, engine_choice, slurm, results_dir, gpu_api_flag)
-    print(render(found))
+    print(terminal(render(found), lines=True))  # the details quote what engines and nvidia-smi answered
     return EXIT_INFRA if any(not c.ok and c.blocking for c in found) else EXIT_OK

@@ -6,6 +6,8 @@ import difflib
 import sys
 from collections.abc import Callable, Iterable
 
+from .escape import terminal
+
 # Exit codes shared by every command (see README).
 EXIT_OK = 0
 EXIT_CELLS_FAILED = 1
@@ -72,7 +74,7 @@ def guarded(fn: Callable[[], int]) -> int:
     try:
         return fn()
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(terminal(f"error: {exc}", lines=True), file=sys.stderr)  # messages quote what images and ranks said
         return exc.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

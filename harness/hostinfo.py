@@ -8,16 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from . import REPO_ROOT, __version__, proc
+from .escape import strip_colours, terminal
 
 
 def _run(argv: list[str], timeout: float = 20) -> str | None:
+    """A command's output as run.json keeps it, plain text: nvidia-smi's colour codes (seen in `topo -m`,
+    issue 22) stripped, any other control character shown as its code (escape.terminal), lines kept."""
     if proc.which(argv[0]) is None:
         return None
     try:
         result = proc.run(argv, timeout=timeout)
     except Exception:  # noqa: BLE001 - a missing fact is recorded as missing, never fatal
         return None
-    return result.output.strip() if result.returncode == 0 else None
+    return terminal(strip_colours(result.output), lines=True).strip() if result.returncode == 0 else None
 
 
 def os_name() -> str:

@@ -1,6 +1,8 @@
 """Progress for people: a live status line on a terminal, plain lines in CI logs. Plain output is one
 line per result (an image built, a cell's outcome); the steps in between (each phase of each rank, each
-build or debootstrap line) show only when verbose (`-v`): they are in the logs anyway."""
+build or debootstrap line) show only when verbose (`-v`): they are in the logs anyway. Lines quote what
+ranks, builds and images said, so every text goes through escape.terminal (no control sequence of
+theirs reaches the terminal) and is never read as rich markup or emoji codes."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
+
+from .escape import terminal
 
 
 class Progress:
@@ -23,7 +28,7 @@ class Progress:
         self._start = 0.0
 
     def say(self, text: str) -> None:
-        self.console.print(text, markup=False, soft_wrap=True)
+        self.console.print(terminal(text, lines=True), markup=False, emoji=False, soft_wrap=True)
 
     @contextmanager
     def task(self, title: str, echo: bool = True) -> Iterator[Progress]:
@@ -32,7 +37,7 @@ class Progress:
         its result, like a cell) and not verbose."""
         self._title, self._start = title, time.monotonic()
         if self.live:
-            with self.console.status(title) as status:
+            with self.console.status(Text(terminal(title))) as status:
                 self._status = status
                 try:
                     yield self
@@ -47,6 +52,6 @@ class Progress:
         """A sub-step (e.g. 'Step 4/9 : RUN pip install ...'): on the status line, or a plain line when verbose."""
         if self._status is not None:
             elapsed = time.monotonic() - self._start
-            self._status.update(f"{self._title} [{elapsed:4.0f}s] {text[:100]}")
+            self._status.update(Text(terminal(f"{self._title} [{elapsed:4.0f}s] {text[:100]}")))
         elif self.verbose:
-            print(f"    {text[:160]}", file=sys.stderr, flush=True)
+            print(f"    {terminal(text[:160])}", file=sys.stderr, flush=True)

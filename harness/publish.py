@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from . import report
 from .errors import HarnessError
+from .escape import esc, terminal
 from .record import MEASURED, BandwidthRow
 from .results import RunData
 
@@ -19,6 +20,13 @@ INDEX = "index.md"
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "host"  # never "." or "..": a folder of --to
+
+
+def _label(text: str) -> str:
+    """Text from the records as matplotlib draws it: controls as their codes (escape.terminal; its lines
+    kept), and `$` escaped: a `$...$` in an image name or a hostname is parsed as mathtext, and a bad one
+    (`$\\frac{$`) made savefig raise ValueError, failing the publish."""
+    return terminal(text, lines=True).replace("$", r"\$")
 
 
 def figure(data: RunData) -> Any:
@@ -54,7 +62,7 @@ def figure(data: RunData) -> Any:
         for label, rows in lines:
             x = [r.bytes for r in rows]
             y = [r.busbw_gbs for r in rows]
-            (line,) = ax.plot(x, y, marker="o", markersize=4, label=label)
+            (line,) = ax.plot(x, y, marker="o", markersize=4, label=_label(label))
             spread = [r.spread for r in rows]
             if any(spread):
                 low = [s[0] if s else r.busbw_gbs for s, r in zip(spread, rows)]
@@ -74,11 +82,11 @@ def figure(data: RunData) -> Any:
                                                     f"· {launcher}")
         if key in gloo:
             title += "\n(gloo: NCCL variants have no effect)"
-        ax.set_title(title, fontsize=8)
+        ax.set_title(_label(title), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"all-reduce busbw on {data.facts.hostname or 'unknown host'}, run {data.run_id} "
-                 "(median over trials; band: min-max)", fontsize=10)
+    fig.suptitle(_label(f"all-reduce busbw on {data.facts.hostname or 'unknown host'}, run {data.run_id} "
+                        "(median over trials; band: min-max)"), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -126,10 +134,10 @@ def write_index(docs: Path) -> None:
         pages = sorted((p for p in folder.glob("*.md")), reverse=True)
         if not pages:
             continue
-        lines += [f"## {report.esc(folder.name)}", ""]
+        lines += [f"## {esc(folder.name)}", ""]
         for page in pages:
             link = quote(f"{folder.name}/{page.name}")
-            lines.append(f"- [{report.esc(page.stem)}]({link}){report.esc(_summary(page.with_suffix('.json')))}")
+            lines.append(f"- [{esc(page.stem)}]({link}){esc(_summary(page.with_suffix('.json')))}")
         lines.append("")
     (docs / INDEX).write_text("\n".join(lines))
 

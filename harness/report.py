@@ -11,6 +11,7 @@ from typing import Any
 
 from . import hints, nccl_log
 from .engines.container import gpu_text
+from .escape import code, esc
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, Status
 from .results import RunData
 from .runfacts import RunFacts
@@ -29,14 +30,6 @@ SYMBOLS: dict[Status | str, str] = {  # every status, and "missing" for a record
     "missing": "❓ missing",
 }
 assert set(SYMBOLS) == {*STATUSES, "missing"}
-
-
-def esc(text: Any) -> str:
-    """Any text from a record as markdown that renders as that text: no raw HTML (a variant value
-    `<img src=x onerror=...>` or a reason holding `<script>` stays text), safe inside a GFM table cell
-    (no pipes, no line breaks). Applied once, where text meets markdown."""
-    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
 def assignment(name: str, value: Any) -> str:
@@ -85,6 +78,7 @@ class _Notes:
 
 
 def _cell_text(record: CellRecord | None, problem: str | None, ref: int | None, notes: _Notes) -> str:
+    """A table cell as markdown: the harness's words, with the record's own (transports, phase, error class) escaped."""
     if record is None:
         return f"{SYMBOLS['missing']} (note {notes.add(f'record missing or unreadable: {problem}')})"
     status = record.status or "missing"
@@ -94,12 +88,12 @@ def _cell_text(record: CellRecord | None, problem: str | None, ref: int | None, 
         if row:
             text += f" {busbw_text(row)} GB/s"
         if record.transports:
-            text += f" via {'+'.join(record.transports)}"
+            text += f" via {esc('+'.join(record.transports))}"
     elif status == "hang":
         note = notes.add(f"hang in {record.phase}: {record.reason}")
-        text += f" in {record.phase} (note {note})"
+        text += f" in {esc(record.phase)} (note {note})"
     elif status == "fail":
-        text += f" {record.error_class or ''} in {record.phase} (note {notes.add(str(record.reason))})"
+        text += f" {esc(record.error_class or '')} in {esc(record.phase)} (note {notes.add(str(record.reason))})"
     elif status in ("wrong", "build-error", "infra-error", "interrupted"):
         text += f" (note {notes.add(str(record.reason))})"
     return text
@@ -226,7 +220,7 @@ def _header(data: RunData) -> list[str]:
     # Everything here comes from the run's own files (no clock, no local path): the same run renders
     # to the same bytes, wherever and whenever.
     title = f"# NCCL / Accelerate compatibility on {esc(run.hostname or '?')}"
-    lines = [title, "", esc(f"Results of run `{data.run_id}`, started {run.started or '?'}."), "", "| | |", "| --- | --- |"]
+    lines = [title, "", f"Results of run {code(data.run_id)}, started {esc(run.started or '?')}.", "", "| | |", "| --- | --- |"]
     lines += [f"| {k} | {esc(v if v is not None else '?')} |" for k, v in rows]
     return lines
 
@@ -285,9 +279,10 @@ def render(data: RunData) -> str:
         cells = rows[key]
         texts = [_cell_text(cells.get(v), missing.get((key, v)), ref, notes) if v in cells or (key, v) in missing else ""
                  for v in variants]
-        lines.append("| " + " | ".join(esc(x) for x in list(key)[0 if images else 1:] + texts + [recommend(cells, ref)]) + " |")
+        fields = [esc(x) for x in list(key)[0 if images else 1:]]
+        lines.append("| " + " | ".join(fields + texts + [esc(recommend(cells, ref))]) + " |")
     if data.problems:
-        lines += ["", "Unreadable records: " + esc("; ".join(f"`{k}`: {v}" for k, v in data.problems.items())) + "."]
+        lines += ["", "Unreadable records: " + "; ".join(f"{code(k)}: {esc(v)}" for k, v in data.problems.items()) + "."]
     if notes.by_text:
         lines += ["", "### Notes", ""]
         lines += [f"{n.number}. {esc(n.text)}" for n in notes.by_text.values()]
@@ -300,7 +295,7 @@ def render(data: RunData) -> str:
         lines += ["", "## Known issues that match", ""]
         for found, ids in matched.values():
             hint = found.hint
-            listed = esc(f"{len(ids)} cell(s): {', '.join(f'`{c}`' for c in ids[:6])}{' …' if len(ids) > 6 else ''}")
+            listed = f"{len(ids)} cell(s): {', '.join(code(c) for c in ids[:6])}{' …' if len(ids) > 6 else ''}"
             title = (f"**{esc(hint.title)}** ({listed})" if found.certain
                      else f"Possibly: **{esc(hint.title)}** ({listed}; {found.caveat})")
             fix = f" Fix: {esc(hint.fix)}" if hint.fix else ""
@@ -431,7 +426,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
     if rows:
         lines += _bandwidth_table(rows)
     if record.attempts:
-        lines += ["", esc(f"Rerun: `{rerun_command(record, run)}`")]
+        lines += ["", f"Rerun: {code(rerun_command(record, run))}"]
     return lines + [""]
 
 

@@ -43,6 +43,7 @@ class Rank:
     message: str = "NCCL error: unhandled system error"
     end_s: float = 0.0  # slow-end: seconds in teardown before the result
     busbw: float = 10.0
+    fingerprint: Mapping[str, Any] | None = None  # what its fingerprint phase says it saw (versions, GPUs, env)
 
 
 PASS = Rank()
@@ -138,6 +139,8 @@ class FakeRank:
 
 
 def _fields(phase: str, script: Rank) -> dict[str, Any]:
+    if phase == "fingerprint" and script.fingerprint is not None:
+        return {"fingerprint": dict(script.fingerprint)}
     if phase == "check":
         return {"wrong_total": 0}
     if phase == "bandwidth":

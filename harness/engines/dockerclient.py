@@ -21,13 +21,13 @@ from docker.models.containers import Container as SdkContainer
 
 from .. import owner
 from ..errors import BuildFailed, InfraError
+from ..escape import strip_colours
 
 LABEL = "io.nccl-harness"
 LABEL_RUN = f"{LABEL}.run"
 LABEL_CELL = f"{LABEL}.cell"
 LABEL_OWNER = f"{LABEL}.owner"  # the harness that started the container (owner.Owner.marker)
 ENGINE = "docker"  # the watchdog's engine name for containers (owner.watch_over, reaper.reap)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class DockerFailure(Exception):
@@ -361,6 +361,6 @@ def _key_line(error: str, last: list[str]) -> str:
     """The engine's error plus the most telling line of the failed step's output."""
     telling = [l for l in last if any(w in l for w in ("ERROR", "Error", "error:", "No matching", "Could not"))]
     detail = telling[-1].strip() if telling else ""
-    error = _ANSI.sub("", error.strip())
-    detail = _ANSI.sub("", detail)
+    error = strip_colours(error.strip())
+    detail = strip_colours(detail)
     return f"{error} ({detail})" if detail and detail not in error else error
