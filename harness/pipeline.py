@@ -26,7 +26,7 @@ from .matrix import Cell, Matrix
 from .progress import Progress
 from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
 from .runfacts import HostJson, MatrixJson, RunJson
-from .selection import Selection, check_gpu_api, check_gpus, check_ranks, check_timeouts, resolve
+from .selection import Selection, check_gpu_api, check_gpus, check_ranks, check_ranks_for_gpus, check_timeouts, resolve
 
 EXIT_INTERRUPTED = 130
 
@@ -73,6 +73,7 @@ def _check_options(opts: MatrixOptions) -> tuple[MatrixOptions, tuple[str, ...]]
                                "GPUs); --gpus names this host's.")
     gpus = check_gpus(opts.gpus)
     check_ranks(opts.ranks)
+    check_ranks_for_gpus(opts.ranks, gpus, opts.gpus)
     if opts.run_id is not None:
         results.check_run_id(opts.run_id)
     if opts.retries < 0:
@@ -138,6 +139,7 @@ def _run(selection: Selection, opts: MatrixOptions) -> int:
     slurm_gpus = opts.slurm is not None and opts.slurm.gpus_per_node  # the nodes' GPUs, given by Slurm
     if not gpus and not slurm_gpus and any(not c.stack.is_cpu for c in runnable):
         gpus = check_gpus("all")
+        check_ranks_for_gpus(opts.ranks, gpus, None)
     run_id = _run_id(opts)
     ropts = runner.RunOptions(run_id, opts.results, gpus, opts.ranks or m.ranks, opts.retries, opts.extra_args,
                               opts.extra_env, opts.control, opts.rescue)

@@ -152,6 +152,19 @@ def check_ranks(ranks: int | None) -> int | None:
     return ranks
 
 
+def check_ranks_for_gpus(ranks: int | None, gpus: tuple[str, ...], asked: str | None) -> None:
+    """--ranks N beside the GPUs the cells get: honoured or refused, never ignored. With GPUs a cell runs
+    one rank per GPU (NCCL refuses two ranks on one GPU: "Duplicate GPU detected"), so a --ranks that differs
+    from their number would not be what ran (issue 22: `--ranks 2 --gpus 0` ran one rank without a word)."""
+    if ranks is None or not gpus or ranks == len(gpus):
+        return
+    named = f"--gpus {asked}" if asked and asked != "all" else f"this host's {len(gpus)} GPU(s) (--gpus all)"
+    raise HarnessError(f"--ranks {ranks} with {named}: a GPU cell runs one rank per GPU (NCCL refuses two ranks on "
+                       f"one GPU: \"Duplicate GPU detected\"), so these GPUs give {len(gpus)} rank(s), not {ranks}. "
+                       f"Fix: name {ranks} GPUs (e.g. --gpus {','.join(str(i) for i in range(ranks))}), or leave --ranks "
+                       "out; it sets the ranks of CPU cells, run without --gpus (e.g. --only 'cpu*').")
+
+
 def check_timeouts(overrides: tuple[str, ...], base: matrixfile.Timeouts) -> matrixfile.Timeouts:
     """--timeout prepare=300 --timeout cell=3600 over the matrix file's values; each PHASE=SECONDS
     checked like the file's `timeouts:` (finite, above 0, at most a week)."""

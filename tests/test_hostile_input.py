@@ -452,3 +452,17 @@ def test_a_hostile_hints_file_is_refused_the_same_way(tmp_path, monkeypatch, cap
     monkeypatch.setenv("HARNESS_HINTS", str(path))
     assert guarded(hints.check) == 2
     _check_message(capsys.readouterr().err, path, Case("", line, (word,)))
+
+
+@pytest.mark.parametrize("ranks, gpus, asked, words", [
+    (2, ("0",), "0", ["--ranks 2 with --gpus 0", "give 1 rank(s), not 2", "Fix: name 2 GPUs (e.g. --gpus 0,1)"]),
+    (1, ("0", "1"), None, ["--ranks 1 with this host's 2 GPU(s) (--gpus all)", "Duplicate GPU detected"]),
+])
+def test_ranks_that_the_gpus_would_not_give_are_refused_not_ignored(ranks, gpus, asked, words):
+    """Issue 22: `--ranks 2 --gpus 0` on the one-H200 host ran one rank without a word."""
+    with pytest.raises(HarnessError) as err:
+        selection.check_ranks_for_gpus(ranks, gpus, asked)
+    assert err.value.code == 2 and all(w in str(err.value) for w in words), str(err.value)
+    selection.check_ranks_for_gpus(len(gpus), gpus, asked)  # as many ranks as GPUs: honoured
+    selection.check_ranks_for_gpus(ranks, (), None)  # CPU cells: --ranks is theirs
+    selection.check_ranks_for_gpus(None, gpus, asked)
