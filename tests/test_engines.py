@@ -5,6 +5,7 @@ engine's pasteable line carries what its start() sets; the doctor asks the engin
 from __future__ import annotations
 
 import shlex
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,24 @@ def test_doctor_on_the_host_engine_names_the_host_stack():
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "host stack" in done.stdout and "torch" in done.stdout
+
+
+def test_doctor_without_docker_says_what_the_matrix_will_do_there(tmp_path):
+    """Issue 22, on the one-H200 host without Docker: the doctor said FAIL (exit 4) for the missing engine
+    while `invoke matrix` ran the host engine and passed. Without --engine it now says what the matrix
+    does, and checks that engine."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}  # a socket nothing listens on
+    done = subprocess.run([sys.executable, "-m", "harness", "doctor"], cwd=REPO, capture_output=True, text=True,
+                          timeout=180, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if " engine " in line)
+    assert row.startswith("warn") and "`invoke matrix` runs the host engine" in row
+    assert "fix: for the matrix in containers, start a Docker engine (scripts/setup.sh)" in done.stdout
+    assert "ok   host stack" in done.stdout
+    asked = subprocess.run([sys.executable, "-m", "harness", "doctor", "--engine", "docker"], cwd=REPO,
+                           capture_output=True, text=True, timeout=180, env=env)
+    assert asked.returncode == 4 and "FAIL Docker engine" in asked.stdout  # asked for by name: it blocks
 
 
 @pytest.mark.engine
