@@ -4,8 +4,8 @@ engine's pasteable line carries what its start() sets; the doctor asks the engin
 
 from __future__ import annotations
 
-import shlex
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
