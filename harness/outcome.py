@@ -11,7 +11,7 @@ from typing import Any
 from .evidence import RankError
 from .kinds import CONTROL_ERROR_CLASSES, phase_index
 from .record import ERROR_CLASSES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
-from .workload.classify import classify_text
+from .workload.classify import MISSING_COMMAND, classify_text
 
 __all__ = ["ERROR_CLASSES", "RETRYABLE", "STATUSES", "Outcome", "classify", "launcher_failures", "loaded_nccl"]
 
@@ -93,8 +93,37 @@ def _fail(raw: RawAttempt, phase: str | None, error_class: str, reason: str, **d
     return Outcome(status="fail", reason=reason, seconds=raw.seconds, phase=phase, error_class=error_class, detail=detail)
 
 
+_SRUN_NODE = re.compile(r"srun: error: (?P<node>[^:\s]+): task \d+: Exited with exit code")
+_WHERE = {"docker": "in the cell's image", "slurm": "on the node", "host": "on this host"}
+_HAVE_IT = {
+    "docker": "use an image that has it (`docker run --rm IMAGE sh -c 'command -v {cmd}'` shows it)",
+    "slurm": "make `{cmd}` exist on every node at that path (a Python with torch and accelerate in a shared "
+             "/home or software tree), or run the harness from such a Python; `invoke doctor --engine slurm` checks "
+             "the nodes",
+    "host": "install `{cmd}` on this host, or run the harness from the Python that has torch and accelerate",
+}
+
+
+def missing_command(text: str, engine: str | None) -> tuple[str, str, str] | None:
+    """The command that does not exist, where (the node srun names, the image, this host) and the fix, from
+    the launcher's output; None when it says no such thing."""
+    found = next((m for pattern in MISSING_COMMAND if (m := pattern.search(text))), None)
+    if found is None:
+        return None
+    cmd = found.group("cmd").strip()
+    node = _SRUN_NODE.search(text)
+    where = f"on node {node.group('node')}" if node else _WHERE.get(engine or "", "where the ranks start")
+    fix = _HAVE_IT.get(engine or "", _HAVE_IT["host"]).format(cmd=cmd)
+    return cmd, where, fix
+
+
 def _startup_failure(raw: RawAttempt) -> Outcome:
     tail = raw.launcher_tail
+    missing = missing_command(tail, raw.engine)
+    if missing is not None:
+        cmd, where, fix = missing
+        return _fail(raw, "startup", "launcher", f"the command `{cmd}` does not exist {where} (launcher exit "
+                     f"{raw.exit_code}); no rank started. Fix: {fix}.", missing_command=cmd, where=where)
     found = classify_text("", tail)
     error_class = found if found != "other" else "launcher"
     lines = [l for l in tail.splitlines() if l.strip()]

@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from harness import outcome
 from harness.outcome import Outcome, classify, launcher_failures
+from harness.workload.classify import classify_text
 
 DATA = Path(__file__).parent / "data"
 
@@ -226,3 +229,28 @@ def test_the_peer_of_a_gone_rank_is_a_victim_still_waiting_where_the_cell_was_st
     result = classify(raw)
     assert result.detail["rank"] == 1
     assert result.detail["victims"] == {"0": "still waiting in bandwidth when the cell was stopped, after rank 1 failed"}
+
+
+MISSING = yaml.safe_load((Path(__file__).parent / "data" / "missing_commands.yaml").read_text())
+
+
+@pytest.mark.parametrize("entry", MISSING, ids=[e["id"] for e in MISSING])
+def test_a_command_that_does_not_exist_is_named_with_where_and_the_fix(entry):
+    """Issue 22: "launcher exit 127" said nothing of what was missing where. Real lines of the tools that
+    start a cell's command (tests/data/missing_commands.yaml); the engine decides where and the fix."""
+    command, where, fix = outcome.missing_command(entry["excerpt"], entry["engine"])
+    assert command == entry["command"], entry["url"]
+    assert where == (f"on node {entry['node']}" if "node" in entry else outcome._WHERE[entry["engine"]])
+    assert command in fix
+    assert classify_text("", entry["excerpt"]) == "launcher"  # the one classifier agrees
+    found = outcome.classify({"ended_by": "exited", "exit_code": 127, "expected_ranks": 2, "engine": entry["engine"],
+                              "launcher_tail": "some launcher banner\n" + entry["excerpt"]})
+    assert (found.status, found.phase, found.error_class) == ("fail", "startup", "launcher")
+    assert f"the command `{command}` does not exist {where}" in found.reason and "Fix: " in found.reason
+
+
+def test_other_startup_failures_are_not_called_a_missing_command():
+    for text in ("python3: can't open file '/x/run.py': [Errno 2] No such file or directory",
+                 "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
+                 "RuntimeError: the rendezvous timed out"):
+        assert outcome.missing_command(text, "host") is None, text

@@ -173,3 +173,23 @@ def test_ctrl_c_ends_both_cells_running_together(slurm_nodes, monkeypatch):
     assert [r["outcome"]["status"] for r in records] == ["interrupted", "interrupted"], output[-3000:]
     assert (run / "report.md").is_file() and "Traceback" not in output
     _nothing_left(slurm_nodes, "t-ctrl-c")
+
+
+def test_a_harness_run_from_a_python_the_nodes_lack_names_the_missing_command_and_the_node(slurm_nodes, tmp_path):
+    """Issue 22, seen on this container Slurm: the harness ran from a virtual environment the nodes do not
+    have, and the cell ended "launcher exit 127" without saying what was missing where."""
+    venv = tmp_path / "venv"  # this host's folder: not on the nodes
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    results = slurm_nodes.shared / "novenv"
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "harness", "matrix", "--engine", "slurm", "--nodes", "1",
+                           "--ranks", "2", "--only", "*acc1.15.0+default", "--results", str(results), "--run-id", "t-novenv"],
+                          cwd=REPO, env=slurm_nodes.env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    [record_file] = (results / "t-novenv" / "cells").glob("*/record.json")
+    found = json.loads(record_file.read_text())["outcome"]
+    assert found["status"] == "fail", found
+    assert f"the command `{venv}/bin/python` does not exist on node " in found["reason"], found
+    assert found["detail"]["where"].removeprefix("on node ") in slurm_nodes.nodes
+    assert "Fix: make" in found["reason"] and "on every node" in found["reason"]
+    _nothing_left(slurm_nodes, "t-novenv")

@@ -13,6 +13,20 @@ from typing import List, Optional, Tuple
 
 ERROR_CLASSES = ("driver", "nccl", "cuda", "oom", "shm", "import", "launcher", "timeout", "other")
 
+# How a command that does not exist is said (issue 22: the container Slurm's nodes lacked the virtual
+# environment the harness ran from, and the cell ended "launcher exit 127" without naming it); the
+# harness names the command and where (outcome.missing_command). Each form as its tool prints it, seen
+# here or in a public thread (tests/data/missing_commands.yaml): runc through the docker
+# CLI (exit 127), crun through podman, slurmstepd's execve (srun then exits 2), env, dash and bash.
+MISSING_COMMAND = [re.compile(p, re.MULTILINE) for p in (
+    r'exec: \\?"(?P<cmd>[^"\\]+)\\?": (?:executable file not found in \$PATH|stat \S+: no such file or directory)',
+    r"executable file `(?P<cmd>[^`]+)` not found",
+    r"execve\(\): (?P<cmd>[^:\n]+): No such file or directory",
+    "^(?:/usr/bin/)?env: ['\u2018](?P<cmd>[^'\u2019]+)['\u2019]: No such file or directory",  # curly in a UTF-8 locale
+    r"^(?:\S*/)?(?:ba|da)?sh: (?:line \d+: |\d+: )?(?P<cmd>[^:\s]+): (?:command )?not found",
+    r"^(?:\S*/)?(?:ba|da)?sh: (?:line \d+: |\d+: )?(?P<cmd>/[^:\s]+): No such file or directory",
+)]
+
 _IMPORT_TYPES = {"ImportError", "ModuleNotFoundError"}
 _OOM_TYPES = {"OutOfMemoryError"}
 _NCCL_TYPES = {"DistBackendError", "NcclError"}
@@ -50,6 +64,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
+    # a command that does not exist where it starts
+    *(("launcher", pattern) for pattern in MISSING_COMMAND),
     ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
     ("launcher", re.compile(r"accelerate`?\s+`?launch|launcher|rendezvous|"
                             r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
