@@ -349,6 +349,12 @@ class CellRecord(Model):
         return last.raw if last else RawAttempt()
 
     @property
+    def one_rank(self) -> bool:
+        """Its last attempt ran one rank: nothing crossed from one GPU (or rank) to another, so it says
+        nothing of the paths between them (the one-GPU host)."""
+        return self.last_raw.expected_ranks == 1
+
+    @property
     def control(self) -> Control:
         """What the NCCL-only control run for this cell did (not-run when none ran: gloo, `--control never`)."""
         controls = [a for a in self.attempts if a.raw.kind == "control"]

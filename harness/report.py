@@ -89,6 +89,8 @@ def _cell_text(record: CellRecord | None, problem: str | None, ref: int | None, 
             text += f" {busbw_text(row)} GB/s"
         if record.transports:
             text += f" via {esc('+'.join(record.transports))}"
+        if record.one_rank:
+            text += " (1 rank)"
     elif status == "hang":
         note = notes.add(f"hang in {record.phase}: {record.reason}")
         text += f" in {esc(record.phase)} (note {note})"
@@ -160,9 +162,11 @@ def recommend(cells: dict[str, CellRecord], ref: int | None) -> str:
         if default.rescue.step is not None:  # the smallest change to default that the search found, beside it
             text += f"; or on default {default.rescue.step.assignments()} (smallest rescue)"
         return text
+    if all(r.one_rank for r in passing.values()):  # issue 22: the one-H200 host's report read like a verdict on paths
+        return "default; one rank per cell: no path between GPUs was exercised (run on two or more GPUs to compare)"
     base = default.bandwidth_at(ref)
     if base is None:
-        return "default"  # passes; one rank moves no data, so there is nothing to compare
+        return "default"  # passes without a bandwidth measured: nothing to compare
     winners: list[tuple[float, str, bool | None]] = []
     others: list[str] = []  # variants within noise, or faster by less than MIN_GAIN
     for variant, record in passing.items():

@@ -357,3 +357,14 @@ def test_a_control_row_of_the_wrong_shape_is_a_corrupt_record():
     bad["attempts"][1]["raw"]["phases"]["nccl-allreduce"]["rows"][0]["busbw_gbs"] = "fast"  # damaged on disk
     with pytest.raises(RecordError, match="nccl-allreduce"):
         CellRecord.from_json(bad)
+
+
+def test_a_one_rank_run_says_in_its_table_and_advice_that_no_path_was_exercised():
+    """Issue 22, on the one-H200 host: eight passing one-rank cells read like a verdict on the GPU paths."""
+    one = CellRecord.from_json(H200)
+    assert one.one_rank
+    page = report.render(results.RunData(Path("/results/h200"), {"run_id": "h200"}, {one.id: one}, {}))
+    row = next(line for line in page.splitlines() if line.startswith("| 13.0 "))
+    assert "✅ pass (1 rank)" in row and "GB/s" not in row
+    assert row.endswith("| default; one rank per cell: no path between GPUs was exercised (run on two or more GPUs "
+                        "to compare) |")
