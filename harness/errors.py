@@ -12,6 +12,7 @@ EXIT_CELLS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_SELECTED = 3
 EXIT_INFRA = 4
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP (the shell's 128 + SIGINT)
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
@@ -67,13 +68,20 @@ class BuildFailed(HarnessError):
     code = EXIT_CELLS_FAILED
 
 
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """The one line an interrupted command ends with: `interrupted`, or `interrupted by SIGTERM` (owner.Terminated
+    carries the signal's name)."""
+    return f"interrupted by {exc}" if str(exc) else "interrupted"
+
+
 def guarded(fn: Callable[[], int]) -> int:
-    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C exit 130, no traceback."""
+    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C (SIGTERM, SIGHUP) exit 130,
+    no traceback."""
     try:
         return fn()
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(interrupted_line(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -20,15 +20,13 @@ from . import __version__, engines, hints, hostinfo, images, owner, reaper, repo
 from .codec import RecordError
 from .engines.base import Engine
 from .engines.container import gpu_text
-from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .kinds import CONTROL_WHEN, ControlWhen, GpuApi
 from .matrix import Cell, Matrix
 from .progress import Progress
 from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
 from .runfacts import HostJson, MatrixJson, RunJson
 from .selection import Selection, check_gpu_api, check_gpus, check_ranks, check_timeouts, resolve
-
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)

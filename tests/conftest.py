@@ -240,21 +240,23 @@ def foreground(argv: list[str], ignored: tuple[str, ...] = ()) -> list[str]:
     return [sys.executable, "-c", _SIGNALS_THEN_EXEC, reset, ",".join(ignored), *argv]
 
 
-def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300) -> tuple[int, str]:
+def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300, sig: int | None = None,
+                   env: dict[str, str] | None = None) -> tuple[int, str]:
     """Start a command as a terminal's foreground job, wait until `ready()` (asserting it still runs), let it
-    settle, send one SIGINT as a terminal's Ctrl-C would, and return its exit code and output."""
+    settle, send one SIGINT as a terminal's Ctrl-C would (or `sig`), and return its exit code and output."""
     import signal
     import subprocess
     import time
 
-    proc = subprocess.Popen(foreground(argv), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(foreground(argv), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
     try:
         deadline = time.monotonic() + timeout
         while not ready():
             assert proc.poll() is None and time.monotonic() < deadline, what
             time.sleep(0.1)
         time.sleep(settle)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT if sig is None else sig)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
