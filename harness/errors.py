@@ -56,6 +56,14 @@ class InfraError(HarnessError):
     code = EXIT_INFRA
 
 
+class StateError(InfraError):
+    """A file the harness wrote for itself and reads back (a wheel lock) is damaged or was tampered with:
+    exit 4 (in a build: that image's build-error), naming the file, what is wrong (the key) and the fix."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(f"{path}: {problem}. Fix: {fix}.")
+
+
 class WriteError(InfraError):
     """A results file could not be written (full disk, read-only or unwritable folder): the run stops
     cleanly, keeping everything recorded before; str() names the path, the cause and the fix."""

@@ -9,6 +9,7 @@ they are driven through images.prepare, the step both take, with the store's fil
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import EXIT_BAD_INPUT
+from harness import images, matrix, wheelhouse
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, guarded
 
 from .conftest import REPO
 
@@ -40,6 +42,53 @@ def _damage(path: Path, how: bytes | str | None) -> None:
         path.write_bytes(how)
     else:
         path.write_text(how)
+
+
+# ------------------------------------------------------------------------------------ wheel locks
+HUGE = '{"wheels": ["a-1.0-py3-none-any.whl"], "pad": "' + "x" * (2 << 20) + '"}'
+LOCKS: dict[str, tuple[bytes | str | None, str]] = {
+    "wheels a number": ('{"wheels": 5}', "wheels should be a list, not number 5"),
+    "wheels a string": ('{"wheels": "torch-2.13.0-py3-none-any.whl"}', "wheels should be a list, not string"),
+    "a wheel a number": ('{"wheels": [1]}', "wheels[0] should be a string, not number 1"),
+    "a wheel up and out": ('{"wheels": ["../outside-1.0-py3-none-any.whl"]}',
+                           "wheels[0] should be a wheel's file name in the store (no folder, no `..`, ending in .whl)"),
+    "a wheel by absolute path": ('{"wheels": ["{outside}"]}', "wheels[0] should be a wheel's file name in the store"),
+    "a wheel in a folder": ('{"wheels": ["sub/a-1.0-py3-none-any.whl"]}', "wheels[0] should be a wheel's file name"),
+    "a hidden wheel": ('{"wheels": [".a-1.0-py3-none-any.whl"]}', "wheels[0] should be a wheel's file name"),
+    "no wheels": ('{"requirements": ["torch==2.13.0"]}', "wheels is missing"),
+    "a list": ("[]", "not a JSON object but list []"),
+    "not JSON": ('{"wheels": [', "not JSON"),
+    "not UTF-8": (b'{"wheels": ["\xff"]}', "not UTF-8 text"),
+    "a FIFO": (None, "not a regular file"),
+    "a folder": ("<folder>", "not a regular file"),
+    "over 1 MiB": (HUGE, "larger than 1048576 bytes"),
+}
+
+
+@pytest.mark.parametrize("name", LOCKS)
+def test_a_damaged_wheel_lock_is_one_paragraph_naming_it_and_the_fix(tmp_path, capsys, name):
+    how, said = LOCKS[name]
+    outside = tmp_path / "outside-1.0-py3-none-any.whl"  # what a lock pointing out of the store would have built in
+    outside.write_bytes(b"not in the store")
+    stack = matrix.Stack(**{"cuda": "cpu", "torch": "2.13.0", "accelerate": "1.15.0", "base": "harness-base:bookworm",
+                            "python": "3.11", "template": "cpu", "torch_index": "https://download.pytorch.org/whl/cpu"})
+    store = tmp_path / "store"
+    key = wheelhouse.lock_key(images.requirements(stack), stack.python, stack.torch_index)
+    lock = store / wheelhouse.LOCKS / f"{key}.json"
+    _damage(lock, how.replace("{outside}", str(outside)) if isinstance(how, str) else how)
+    log = tmp_path / "pip.log"
+    code = guarded(lambda: images.prepare(stack, images.BuildOptions(wheelhouse=store), log).tag and 0)
+    err = capsys.readouterr().err
+    assert code == EXIT_INFRA, err
+    assert err.startswith(f"error: {lock}: not a wheel lock: {said}") and err.count("\n") == 1, err
+    assert "Fix: delete it: the next build resolves that requirement list again" in err
+    assert not log.exists()  # pip never ran: a damaged lock is not silently resolved again
+
+
+def test_a_lock_the_store_wrote_reads_back():
+    lock = wheelhouse.WheelLock(requirements=("torch==2.13.0",), python="3.11", index="",
+                                wheels=("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",))
+    assert wheelhouse.WheelLock.read(json.loads(json.dumps(lock.to_json()))) == lock
 
 
 # ------------------------------------------------------------------------------------ --run-id
