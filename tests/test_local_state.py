@@ -91,6 +91,47 @@ def test_a_lock_the_store_wrote_reads_back():
     assert wheelhouse.WheelLock.read(json.loads(json.dumps(lock.to_json()))) == lock
 
 
+# ------------------------------------------------------------------------------------ the hash cache
+ENTRY = [1, 2, "0" * 64]
+CACHES: dict[str, bytes | str | None] = {
+    "a list": "[1, 2]",
+    "an entry a number": json.dumps({"/x": 5}),
+    "an entry too short": '{"{big}": [{size}]}',
+    "an entry's sha a number": '{"{big}": [{size}, {mtime}, 3]}',  # size and mtime match: the entry is used
+    "an entry's sha not hex": '{"{big}": [{size}, {mtime}, "../../etc/passwd"]}',
+    "an entry's size a string": '{"{big}": ["{size}", {mtime}, "%s"]}' % ("0" * 64),
+    "not JSON": "{",
+    "not UTF-8": b"\xff\xfe",
+    "a FIFO": None,
+    "over 16 MiB": json.dumps({"/x": ENTRY, "pad": "x" * (17 << 20)}),
+}
+
+
+@pytest.mark.parametrize("name", CACHES)
+def test_a_damaged_hash_cache_is_a_cache_hashed_again(tmp_path, monkeypatch, name):
+    monkeypatch.setattr(images, "HASH_CACHE", tmp_path / "cache" / "file-hashes.json")
+    big = tmp_path / "big.whl"
+    big.write_bytes(b"a" * (images.BIG_FILE + 1))
+    how, st = CACHES[name], big.stat()
+    if isinstance(how, str):
+        how = how.replace("{big}", str(big.resolve())).replace("{size}", str(st.st_size)).replace("{mtime}", str(st.st_mtime_ns))
+    _damage(images.HASH_CACHE, how)
+    import hashlib
+
+    assert images.file_sha(big) == hashlib.sha256(big.read_bytes()).hexdigest()
+    cache = json.loads(images.HASH_CACHE.read_text())  # written back whole, a regular file again
+    assert cache[str(big.resolve())][2] == hashlib.sha256(big.read_bytes()).hexdigest()
+
+
+def test_good_entries_of_a_partly_damaged_hash_cache_are_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "HASH_CACHE", tmp_path / "file-hashes.json")
+    images.HASH_CACHE.write_text(json.dumps({"/kept": ENTRY, "/bad": [1, 2]}))
+    big = tmp_path / "big.whl"
+    big.write_bytes(b"b" * (images.BIG_FILE + 1))
+    images.file_sha(big)
+    assert set(json.loads(images.HASH_CACHE.read_text())) == {"/kept", str(big.resolve())}
+
+
 # ------------------------------------------------------------------------------------ --run-id
 def test_a_run_id_that_names_a_file_is_blamed_on_run_id(tmp_path):
     pytest.importorskip("torch")
