@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness import images, matrix, wheelhouse
-from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, guarded
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_OK, guarded
 
 from .conftest import REPO
 
@@ -130,6 +131,47 @@ def test_good_entries_of_a_partly_damaged_hash_cache_are_kept(tmp_path, monkeypa
     big.write_bytes(b"b" * (images.BIG_FILE + 1))
     images.file_sha(big)
     assert set(json.loads(images.HASH_CACHE.read_text())) == {"/kept", str(big.resolve())}
+
+
+# ------------------------------------------------------------------------------------ publish's sidecars
+SIDECARS: dict[str, bytes | str | None] = {
+    "a list": '["counts"]',
+    "counts a string": '{"run": "x", "started": "t", "counts": "3 pass"}',
+    "a count a string": '{"run": "x", "started": "t", "counts": {"pass": "3"}}',
+    "a count negative": '{"run": "x", "started": "t", "counts": {"pass": -1}}',
+    "started a number": '{"run": "x", "started": 5, "counts": {"pass": 1}}',
+    "not JSON": "{",
+    "not UTF-8": b"\xff",
+    "a FIFO": None,
+    "a folder": "<folder>",
+    "over 1 MiB": '{"pad": "' + "x" * (2 << 20) + '"}',
+}
+
+
+def test_damaged_sidecars_of_other_runs_never_stop_a_publish(tmp_path):
+    """Every run published earlier with a damaged sidecar: the next publish exits 0, lists those runs
+    without a summary and names each file with the fix; the run being published gets its own (a FIFO
+    where its sidecar goes is replaced, not waited on)."""
+    results, docs = tmp_path / "results", tmp_path / "docs"
+    shutil.copytree(GOLDEN, results / "good")
+    host = docs / "rtx-box"
+    for n, how in enumerate(SIDECARS.values()):
+        _damage(host / f"old{n}.json", how)
+        (host / f"old{n}.md").write_text("# an earlier run\n")
+    _damage(host / "good.json", None)
+    proc = _harness("publish", "--run", "good", "--to", str(docs), "--results", str(results),
+                    env={"HARNESS_HINTS": str(HINTS), "DOCKER_HOST": "unix:///nonexistent"})
+    assert proc.returncode == EXIT_OK and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    for n, name in enumerate(SIDECARS):
+        line = next((l for l in proc.stderr.splitlines() if l.startswith(f"{host / f'old{n}.json'}: ")), None)
+        assert line is not None and "not a published run's summary" in line, (name, proc.stderr[-3000:])
+        assert line.endswith("Fix: publish that run again (its sidecar is written anew), or delete the file."), line
+    index = (docs / "index.md").read_text()
+    assert [l for l in index.splitlines() if l.startswith("- [old")] == [
+        f"- [old{n}](rtx-box/old{n}.md)" for n in sorted(range(len(SIDECARS)), key=str, reverse=True)]
+    good = next(l for l in index.splitlines() if l.startswith("- [good]"))
+    assert good.endswith("(2026-01-15T10:00:00+0000): 1 build-error, 1 fail, 1 hang, 1 n/a, 2 pass"), good
+    assert json.loads((host / "good.json").read_text())["run"] == "good"
 
 
 # ------------------------------------------------------------------------------------ --run-id
