@@ -20,6 +20,8 @@ import pytest
 
 from harness import images, matrix, wheelhouse
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_OK, guarded
+from harness.images import BuildResult
+from harness.pipeline import write_builds
 
 from .conftest import REPO
 
@@ -172,6 +174,38 @@ def test_damaged_sidecars_of_other_runs_never_stop_a_publish(tmp_path):
     good = next(l for l in index.splitlines() if l.startswith("- [good]"))
     assert good.endswith("(2026-01-15T10:00:00+0000): 1 build-error, 1 fail, 1 hang, 1 n/a, 2 pass"), good
     assert json.loads((host / "good.json").read_text())["run"] == "good"
+
+
+# ------------------------------------------------------------------------------------ job notes
+NOTES: dict[str, bytes | str | None] = {"a FIFO": None, "a folder": "<folder>", "over 4 KiB": "h/b/1/2" * 1000,
+                                         "not UTF-8": b"\xff\xfe", "not a marker": "nonsense"}
+
+
+def test_damaged_job_notes_are_passed_over_by_every_command(tmp_path):
+    """The notes in the cache folder that send a command's sweep to Slurm: a FIFO among them hung every
+    command (report included) for ever."""
+    cache = tmp_path / "cache"
+    for n, how in enumerate(NOTES.values()):
+        _damage(cache / "nccl-harness" / "slurm-owners" / f"{n}-{n}", how)
+    (tmp_path / "results" / "r1" / "cells").mkdir(parents=True)
+    proc = _harness("report", "--results", str(tmp_path / "results"),
+                    env={"XDG_CACHE_HOME": str(cache), "DOCKER_HOST": "unix:///nonexistent"})
+    assert proc.returncode == EXIT_OK and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stdout.startswith("# ")
+
+
+# ------------------------------------------------------------------------------------ builds.json
+@pytest.mark.parametrize("how", ['{"images": {}, "cells": []}', '{"images": [], "cells": {}}', "[]", "{", None],
+                         ids=["cells a list", "images a list", "a list", "not JSON", "a FIFO"])
+def test_a_damaged_builds_json_on_resume_is_written_anew(tmp_path, how):
+    m = matrix.load(matrix.DEFAULT_CPU_MATRIX)
+    cells = list(m.runnable)
+    stack = cells[0].stack.id
+    path = tmp_path / "builds.json"
+    _damage(path, how)
+    write_builds(path, m, cells, {stack: BuildResult(stack, "nccl-harness/a:1", "built", seconds=1.0)}, add=True)
+    record = json.loads(path.read_text())
+    assert {k: v["status"] for k, v in record["images"].items()} == {stack: "built"} and record["cells"] == {}
 
 
 # ------------------------------------------------------------------------------------ --run-id
