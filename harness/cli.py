@@ -17,8 +17,8 @@ from typing import cast
 from invoke import Collection, Exit, ParseError, Program
 from invoke.parser import ParserContext
 
-from . import __version__
-from .errors import EXIT_BAD_INPUT, closest
+from . import __version__, owner
+from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, closest, interrupted_line
 
 
 def _dashed(name: str) -> str:
@@ -169,10 +169,23 @@ def take_over_invoke() -> None:
 
 def main(argv: Sequence[str] | None = None, binary: str = "nccl-harness",
          cls: type[HarnessProgram] = HarnessProgram) -> int:
-    """The console script, `python -m harness` and `invoke`: run the tasks; invoke exits with the task's code."""
+    """The console script, `python -m harness` and `invoke`: run the tasks; invoke exits with the task's code.
+
+    Every command keeps the README's interruption contract here, in one place: SIGTERM and SIGHUP are
+    Ctrl-C (owner.signals_as_interrupt, installed before the command line is parsed), which a task's
+    errors.guarded answers with one line and exit 130. Seen before (issue 22): only `matrix` handled
+    them, and `timeout 5 invoke report` ended with 143 and not a word."""
     try:
-        program(binary, cls).run([binary, *argv] if argv is not None else None)
+        with owner.signals_as_interrupt():
+            program(binary, cls).run([binary, *argv] if argv is not None else None)
     except BrokenPipeError:  # `... --help | head`: the reader left; say nothing more
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
         return 141
+    except SystemExit as exc:
+        # invoke's Program.run answers an interrupt outside a task (while it parses) with sys.exit(1), inside
+        # its `except KeyboardInterrupt`: that exit's context is the interrupt
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            print(interrupted_line(exc.__context__), file=sys.stderr)
+            return EXIT_INTERRUPTED
+        raise
     return 0

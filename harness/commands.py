@@ -168,8 +168,11 @@ def publish(run: str | None, to: Path, results_dir: Path = results.DEFAULT_RESUL
     hints.check()
     reaper.sweep(Progress())
     data = results.load_run(results.resolve_run(results_dir, run))
-    page = publish_mod.publish(data, to)
-    Progress().say(f"published {data.run_id} to {page} (index: {to / publish_mod.INDEX})")
+    published = publish_mod.publish(data, to)
+    progress = Progress()
+    for note in published.damaged:
+        progress.say(note)
+    progress.say(f"published {data.run_id} to {published.page} (index: {to / publish_mod.INDEX})")
     return EXIT_OK
 
 

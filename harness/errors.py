@@ -14,6 +14,7 @@ EXIT_CELLS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_SELECTED = 3
 EXIT_INFRA = 4
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP (the shell's 128 + SIGINT)
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
@@ -57,6 +58,14 @@ class InfraError(HarnessError):
     code = EXIT_INFRA
 
 
+class StateError(InfraError):
+    """A file the harness wrote for itself and reads back (a wheel lock) is damaged or was tampered with:
+    exit 4 (in a build: that image's build-error), naming the file, what is wrong (the key) and the fix."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(f"{path}: {problem}. Fix: {fix}.")
+
+
 class WriteError(InfraError):
     """A results file could not be written (full disk, read-only or unwritable folder): the run stops
     cleanly, keeping everything recorded before; str() names the path, the cause and the fix."""
@@ -69,13 +78,20 @@ class BuildFailed(HarnessError):
     code = EXIT_CELLS_FAILED
 
 
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """The one line an interrupted command ends with: `interrupted`, or `interrupted by SIGTERM` (owner.Terminated
+    carries the signal's name)."""
+    return f"interrupted by {exc}" if str(exc) else "interrupted"
+
+
 def guarded(fn: Callable[[], int]) -> int:
-    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C exit 130, no traceback."""
+    """Run a command: a HarnessError becomes its message and exit code, Ctrl-C (SIGTERM, SIGHUP) exit 130,
+    no traceback."""
     try:
         return fn()
     except HarnessError as exc:
         print(terminal(f"error: {exc}", lines=True), file=sys.stderr)  # messages quote what images and ranks said
         return exc.code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(interrupted_line(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -21,7 +21,7 @@ from typing import Any
 
 import jinja2
 
-from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, imagefacts, matrix, userimages, wheelhouse
+from . import CACHE_DIR, WORKLOAD_DIR, __version__, baseimage, compat, imagefacts, matrix, statefile, userimages, wheelhouse
 from .engines.dockerclient import LABEL, DockerClient
 from .errors import HarnessError
 from .kinds import BuildStatus
@@ -102,11 +102,23 @@ def _file_sha(path: Path, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
+MAX_HASH_CACHE_BYTES = 16 << 20  # about 200 bytes an entry: 80,000 big files, where a store holds hundreds
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+
 def _load_hash_cache() -> dict[str, list]:
+    """The cache's entries, path -> [size, mtime_ns, sha256]. A cache: a damaged file (not JSON, the wrong
+    shape, a FIFO, too big) counts as absent and an entry of the wrong shape as missing; both are hashed
+    again and written back whole, which costs time only (issue 22: a list there was a traceback)."""
     try:
-        return json.loads(HASH_CACHE.read_text())
-    except (OSError, ValueError):
+        data = statefile.read_json(HASH_CACHE, MAX_HASH_CACHE_BYTES)
+    except (OSError, statefile.Damaged):
         return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items()
+            if isinstance(v, list) and len(v) == 3 and all(type(n) is int for n in v[:2])
+            and isinstance(v[2], str) and _SHA.fullmatch(v[2])}
 
 
 def file_sha(path: Path) -> str:

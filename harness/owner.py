@@ -94,11 +94,14 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def signals_as_interrupt() -> Iterator[None]:
     """Inside: SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) in the main thread. Seen before:
-    `timeout` (SIGTERM, exit 143) mid-cell left the launcher and both ranks running (issue 14)."""
+    `timeout` (SIGTERM, exit 143) mid-cell left the launcher and both ranks running (issue 14). A signal
+    this process was started ignoring stays ignored, as Python leaves an ignored SIGINT: `nohup invoke
+    matrix` asked for a run that outlives its terminal's hangup."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)
+           if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:

@@ -16,19 +16,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner, userimages
+from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner, statefile, userimages
 from .codec import RecordError
 from .engines.base import Engine
 from .engines.container import gpu_text
-from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
+from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, WriteError
 from .kinds import CONTROL_WHEN, ControlWhen, GpuApi
 from .matrix import Cell, Matrix
 from .progress import Progress
 from .record import FAILED, CellFields, CellRecord, Outcome, build_error, not_applicable
 from .runfacts import HostJson, MatrixJson, RunJson
 from .selection import Selection, check_gpu_api, check_gpus, check_ranks, check_ranks_for_gpus, check_timeouts, resolve
-
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -322,13 +320,16 @@ def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, imag
                               "cells": {c.id: _outcome(build_error(c, built[c.stack.id])).to_json()
                                         for c in cells if c.stack.id in built and not built[c.stack.id].ok}}
     if add and path.exists():
+        # unreadable or of another shape (not JSON, lists for objects, a FIFO): counted as absent, since what
+        # this attempt built is still true and each cell's own record holds its build-error
         try:
-            earlier = json.loads(path.read_text())
+            earlier = statefile.read_json(path, results.MAX_RECORD_BYTES)
+        except (OSError, statefile.Damaged):
+            earlier = None
+        if isinstance(earlier, dict) and isinstance(earlier.get("images"), dict) and isinstance(earlier.get("cells"), dict):
             fixed = {c.id for c in cells if c.stack.id in built and built[c.stack.id].ok}
             record = {**record, "images": earlier["images"] | record["images"],
                       "cells": {k: v for k, v in earlier["cells"].items() if k not in fixed} | record["cells"]}
-        except (OSError, ValueError, KeyError, TypeError):  # unreadable: what this attempt built is still true
-            pass
     results.write_json(path, record)
     return record
 
@@ -377,7 +378,7 @@ def _record_gpu_api(run: Path, api: GpuApi, progress: Progress) -> None:
     """run.json's gpu_api, once chosen: run.json is written before the images are built, the probe after."""
     path = run / "run.json"
     try:
-        facts = RunJson.read(json.loads(path.read_text()), str(path))
+        facts = RunJson.read(statefile.read_json(path, results.MAX_RECORD_BYTES), str(path))
     except (OSError, ValueError, RecordError) as exc:
         progress.say(f"run.json: the GPU way ({api}) is not recorded: {exc}")
         return

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import report
+from . import report, statefile
+from .codec import Count, Model, Str
 from .errors import HarnessError
 from .escape import esc, terminal
 from .record import MEASURED, BandwidthRow
-from .results import RunData
+from .results import RunData, write_text
 
 INDEX = "index.md"
 
@@ -103,8 +105,27 @@ def plot(data: RunData, path: Path) -> bool:
     return True
 
 
-def publish(data: RunData, docs: Path) -> Path:
-    """Write <docs>/<host>/<run-id>.md (+ .png) and rebuild <docs>/index.md; returns the report path."""
+class Sidecar(Model):
+    """<docs>/<host>/<run-id>.json, written beside each published page: what the index says of that run."""
+
+    run: Str = ""
+    started: Str = "?"
+    counts: dict[Str, Count] = {}  # outcome -> cells
+
+
+MAX_SIDECAR_BYTES = 1 << 20  # a run id, a time and a few counts: about 100 bytes
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a run's page went, and the other runs' sidecars that could not be read (each a line to say)."""
+
+    page: Path
+    damaged: tuple[str, ...] = ()
+
+
+def publish(data: RunData, docs: Path) -> Published:
+    """Write <docs>/<host>/<run-id>.md (+ .png) and rebuild <docs>/index.md."""
     hostname = data.facts.hostname or "unknown-host"
     folder = docs / slug(hostname)
     try:
@@ -121,14 +142,15 @@ def publish(data: RunData, docs: Path) -> Path:
     for record in data.records.values():
         status = record.status or "missing"
         counts[status] = counts.get(status, 0) + 1
-    started = data.facts.started or ""
-    (folder / f"{data.run_id}.json").write_text(json.dumps({"run": data.run_id, "started": started, "counts": counts}))
-    write_index(docs)
-    return page
+    sidecar = Sidecar(run=data.run_id, started=data.facts.started or "", counts=counts)
+    write_text(folder / f"{data.run_id}.json", json.dumps(sidecar.to_json()))  # replaces whatever lay there
+    return Published(page, write_index(docs))
 
 
-def write_index(docs: Path) -> None:
-    """The index lists every published report, newest first per host; rebuilt from the tree itself."""
+def write_index(docs: Path) -> tuple[str, ...]:
+    """The index lists every published report, newest first per host; rebuilt from the tree itself.
+    Returns what is wrong with the sidecars that could not be read (their runs are listed without a summary)."""
+    damaged: list[str] = []
     lines = ["# Published compatibility reports", ""]
     for folder in sorted(p for p in docs.iterdir() if p.is_dir()):
         pages = sorted((p for p in folder.glob("*.md")), reverse=True)
@@ -137,16 +159,26 @@ def write_index(docs: Path) -> None:
         lines += [f"## {esc(folder.name)}", ""]
         for page in pages:
             link = quote(f"{folder.name}/{page.name}")
-            lines.append(f"- [{esc(page.stem)}]({link}){esc(_summary(page.with_suffix('.json')))}")
+            summary = _summary(page.with_suffix(".json"), damaged)
+            lines.append(f"- [{esc(page.stem)}]({link})" + (f" {esc(summary)}" if summary else ""))
         lines.append("")
     (docs / INDEX).write_text("\n".join(lines))
+    return tuple(damaged)
 
 
-def _summary(sidecar: Path) -> str:
-    """Start time and outcome counts of a published run, from the sidecar written beside its page."""
+def _summary(sidecar: Path, damaged: list[str]) -> str:
+    """Start time and outcome counts of a published run, from the sidecar written beside its page; "" without
+    one. A damaged sidecar counts as absent, said in `damaged` with the fix: the index is rebuilt from the
+    tree on every publish, so one run's bad sidecar must not stop publishing the others (it was a traceback
+    in every later publish, issue 22), and publishing that run again writes it anew."""
     try:
-        info = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
+        info = statefile.read_model(Sidecar, sidecar, MAX_SIDECAR_BYTES)
+    except FileNotFoundError:
         return ""
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(info.get("counts", {}).items()))
-    return f" ({info.get('started', '?')}): {counts}" if counts else ""
+    except (OSError, statefile.Damaged) as exc:
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        damaged.append(f"{sidecar}: not a published run's summary ({what}); the index lists {sidecar.stem} without "
+                       f"one. Fix: publish that run again (its sidecar is written anew), or delete the file.")
+        return ""
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(info.counts.items()))
+    return f"({info.started}): {counts}" if counts else ""

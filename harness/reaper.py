@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import statefile
 from .engines import host, slurm
 from .errors import InfraError
 from .owner import JOB_NOTES, OWNER_VAR, Owner, job_note
@@ -64,6 +65,9 @@ def _containers(docker: DockerClient | None) -> list[Leftover]:
     return found
 
 
+MAX_NOTE_BYTES = 4096  # a note holds one owner marker: host/boot/pid/start
+
+
 def _dead_notes() -> list[Path]:
     """The notes (owner.job_note) of harnesses that had Slurm jobs and are gone."""
     dead = []
@@ -72,9 +76,11 @@ def _dead_notes() -> list[Path]:
     except OSError:
         return []
     for note in notes:
+        # a note only sends the sweep to ask Slurm, and `invoke clean` asks it anyway: one that is not a harness's
+        # (too big, not a file: a FIFO there hung every command) names no harness and is passed over
         try:
-            marker = Owner.parse(note.read_text(errors="replace"))
-        except OSError:  # removed meanwhile by another command's sweep
+            marker = Owner.parse(statefile.read_bytes(note, MAX_NOTE_BYTES).decode(errors="replace"))
+        except (OSError, statefile.Damaged):  # removed meanwhile by another command's sweep, or damaged
             continue
         if marker is not None and marker.dead():
             dead.append(note)

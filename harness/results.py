@@ -92,6 +92,10 @@ def run_dir(results: Path, run_id: str) -> Path:
             Path(probe).unlink(missing_ok=True)
     except OSError as exc:
         if exc.errno in _NOT_A_FOLDER:  # a typo, not a disk problem: bad input
+            if Path(results).is_dir() and (path.is_symlink() or path.exists()):  # --results is fine: the run id names a file
+                raise HarnessError(
+                    f"--run-id {run_id}: {path} is a file, not a run folder. Fix: pass another --run-id (or move "
+                    "that file away).") from None
             raise HarnessError(
                 f"--results {results}: {path} cannot write there: not a folder ({exc.strerror}). "
                 "Fix: pass a folder path with --results."

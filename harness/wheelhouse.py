@@ -18,9 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
-from . import CACHE_DIR, proc
-from .errors import InfraError
+from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
+
+from . import CACHE_DIR, proc, statefile
+from .codec import Domain, Model, Str, Text
+from .errors import InfraError, StateError
 
 # One cache folder per user, shared by every checkout (the file-hash cache of images.py lives there too).
 DEFAULT_STORE = CACHE_DIR / "wheels"
@@ -51,13 +56,48 @@ def lock_key(requirements: list[str], python: str, extra_index: str, no_deps: bo
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+# A wheel's file name as pip saves it into the store: no folder, no `..`, no hidden file. A lock naming
+# anything else (`../../etc/passwd`, `/etc/passwd`) would put that file into the build context.
+WHEEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!%-]*\.whl")
+
+
+def _wheel_name(name: str) -> str:
+    if not WHEEL_NAME.fullmatch(name):
+        raise PydanticCustomError("domain", "should be {should}",
+                                  {"should": "a wheel's file name in the store (no folder, no `..`, ending in .whl)"})
+    return name
+
+
+class WheelLock(Model):
+    """<store>/.locks/<key>.json: the wheel files (names in the store) chosen for a requirement list, with
+    the list, the Python and the index they were resolved for."""
+
+    requirements: tuple[Text, ...] = ()
+    python: Str = ""
+    index: Str = ""
+    wheels: tuple[Annotated[str, Domain("str"), AfterValidator(_wheel_name)], ...]
+
+
+MAX_LOCK_BYTES = 1 << 20  # a lock names a few dozen wheels: torch's CUDA closure is 45 names, 4 KB
+
+
 def locked(store: Path, key: str) -> list[Path] | None:
-    """The locked wheels of `key` when the lock and every file it names are in the store; else None."""
+    """The locked wheels of `key` when the lock and every file it names are in the store; None when there is
+    no lock, or a file it names is gone (then resolved and downloaded again). A lock that cannot be read or
+    is not one is a StateError: the lock is what makes a rebuild install the very same files, so it is not
+    silently resolved again (that could put other wheels into the image without a word, and on an offline
+    host it fails with pip's error instead of this one)."""
+    path = store / LOCKS / f"{key}.json"
+    fix = "delete it: the next build resolves that requirement list again with pip on this host and locks it anew"
     try:
-        names = json.loads((store / LOCKS / f"{key}.json").read_text())["wheels"]
-    except (OSError, ValueError, KeyError, TypeError):
+        lock = statefile.read_model(WheelLock, path, MAX_LOCK_BYTES)
+    except FileNotFoundError:
         return None
-    files = [store / n for n in names]
+    except OSError as exc:
+        raise StateError(str(path), f"wheel lock cannot be read ({exc.strerror or exc})", fix) from None
+    except statefile.Damaged as exc:
+        raise StateError(str(path), f"not a wheel lock: {exc}", fix) from None
+    files = [store / n for n in lock.wheels]
     return files if files and all(f.is_file() for f in files) else None
 
 
@@ -120,7 +160,7 @@ def _download(store: Path, key: str, requirements: list[str], python: str, extra
     lock = store / LOCKS / f"{key}.json"
     lock.parent.mkdir(exist_ok=True)
     tmp = lock.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"requirements": requirements, "python": python, "index": extra_index, "wheels": names},
-                              indent=1))
+    lock_json = WheelLock(requirements=tuple(requirements), python=python, index=extra_index, wheels=tuple(names)).to_json()
+    tmp.write_text(json.dumps(lock_json, indent=1))
     os.replace(tmp, lock)  # a reader sees no lock or the whole lock, never half of one
     return [store / n for n in names]

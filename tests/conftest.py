@@ -217,21 +217,46 @@ class Fault:
                 (pid_file.parent / "release").touch()
 
 
-def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300) -> tuple[int, str]:
-    """Start a command, wait until `ready()` (asserting it still runs), let it settle, send one SIGINT
-    as a terminal's Ctrl-C would, and return its exit code and output."""
+# A terminal starts its foreground job with SIGINT at its default. A suite started from a background job
+# (`./scripts/test.sh &`, nohup, some CI runners) inherits SIGINT ignored, and so would every child: a
+# Python started with SIGINT ignored never installs its KeyboardInterrupt handler, so the Ctrl-C of
+# interrupt_when did nothing and 3 Ctrl-C tests failed that way on a fresh clone (issue 22). Popen's
+# restore_signals resets SIGPIPE, SIGXFZ and SIGXFSZ only, and preexec_fn is unsafe with threads, so the
+# child goes through this exec: dispositions set here (default, or ignored) survive execvp.
+_SIGNALS_THEN_EXEC = ("import os, signal, sys\n"
+                      "for name in sys.argv[1].split(','):\n"
+                      "    signal.signal(signal.Signals[name], signal.SIG_DFL)\n"
+                      "for name in filter(None, sys.argv[2].split(',')):\n"
+                      "    signal.signal(signal.Signals[name], signal.SIG_IGN)\n"
+                      "os.execvp(sys.argv[3], sys.argv[3:])\n")
+
+
+def foreground(argv: list[str], ignored: tuple[str, ...] = ()) -> list[str]:
+    """`argv` started as a terminal's foreground job: SIGINT (and SIGTERM, SIGHUP) at their defaults
+    whatever this process inherited, except the signals `ignored` (as `nohup` ignores SIGHUP)."""
+    import sys
+
+    reset = ",".join(s for s in ("SIGINT", "SIGTERM", "SIGHUP") if s not in ignored)
+    return [sys.executable, "-c", _SIGNALS_THEN_EXEC, reset, ",".join(ignored), *argv]
+
+
+def interrupt_when(argv: list[str], ready, settle: float, what: str, timeout: float = 300, sig: int | None = None,
+                   env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Start a command as a terminal's foreground job, wait until `ready()` (asserting it still runs), let it
+    settle, send one SIGINT as a terminal's Ctrl-C would (or `sig`), and return its exit code and output."""
     import signal
     import subprocess
     import time
 
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(foreground(argv), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
     try:
         deadline = time.monotonic() + timeout
         while not ready():
             assert proc.poll() is None and time.monotonic() < deadline, what
             time.sleep(0.1)
         time.sleep(settle)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT if sig is None else sig)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

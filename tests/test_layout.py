@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / "harness"
 
 # in data-flow order; a module may import from its own stage and the ones above it
 STAGES: list[tuple[str, tuple[str, ...]]] = [
-    ("basics", ("harness", "escape", "errors", "kinds", "progress", "proc", "owner", "codec")),
+    ("basics", ("harness", "escape", "errors", "kinds", "progress", "proc", "owner", "codec", "statefile")),
     ("what was asked for", ("yamlfile", "ladder", "compat", "matrixfile", "imagefacts", "matrix", "selection")),
     ("the images", ("wheelhouse", "engines.dockerclient", "userimages", "baseimage", "images")),
     ("records and their store", ("payloads", "evidence", "rankfiles", "nccl_log", "cellfields", "record", "runfacts", "results")),

@@ -1,0 +1,65 @@
+"""The harness's own files, read back: wheel locks, the file-hash cache, the Slurm job notes, publish's
+sidecars, builds.json. A harness wrote each of them whole (a temporary file, then a rename), so one that
+is not what it writes was damaged or tampered with. Each is read the one way here: a regular file
+(opened without blocking, so a FIFO in its place is refused, not waited on forever) of a bounded size,
+UTF-8 JSON of its model's shape; what is wrong is a Damaged naming the key. Each reader decides, and
+says why, whether damage stops the command (errors.StateError, with the file and the fix) or the file
+counts as absent (a cache, which is rebuilt).
+
+Seen before (issue 22): a wheel lock whose `wheels` was not a list of names, and a published sidecar of
+the wrong JSON type, were tracebacks (the sidecar's in every later publish); a lock naming
+`../../etc/passwd` put that file into the build context; a FIFO as a job note hung every command."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .codec import Model, RecordError, shown
+
+M = TypeVar("M", bound=Model)
+
+
+class Damaged(ValueError):
+    """A state file that is not what the harness writes there; str() says what is wrong, and where."""
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes, else Damaged. FileNotFoundError and the
+    other OSErrors (a folder that cannot be read) are the caller's."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Damaged("not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(limit + 1)  # a buffered read returns all it asks for, or up to the file's end
+    if len(data) > limit:
+        raise Damaged(f"larger than {limit} bytes, far beyond any the harness writes")
+    return data
+
+
+def read_json(path: Path, limit: int) -> Any:
+    """The JSON value in `path` (read_bytes's rules), else Damaged saying why it is not JSON."""
+    data = read_bytes(path, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise Damaged("JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise Damaged(f"not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise Damaged(f"not JSON ({exc})") from None
+
+
+def read_model(cls: type[M], path: Path, limit: int) -> M:
+    """The `cls` value in `path` (read_json's rules), else Damaged naming the first key that does not fit."""
+    data = read_json(path, limit)
+    if not isinstance(data, dict):
+        raise Damaged(f"not a JSON object but {shown(data)}")
+    try:
+        return cls.read(data)
+    except RecordError as exc:
+        raise Damaged(str(exc)) from None
