@@ -7,12 +7,21 @@ make a search long either."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import hints, textmatch
+from harness.hints import HintsError
+
+from .conftest import REPO
+from .test_hints import make_record
 
 # what each kind of refusal says (textmatch's four rules)
 NESTED, AMBIGUOUS, OVERLAP, LEADING = ("itself repeats", "two ways through it", "can take what an earlier one could take",
@@ -74,6 +83,89 @@ def test_every_packaged_pattern_passes_the_check():
     checked = {(rule.hint.id, p): textmatch.hazard(p, re.IGNORECASE) for rule in rules for p in _patterns(rule.when)}
     assert len(checked) >= 30
     assert {key: found for key, found in checked.items() if found is not None} == {}
+
+
+# ---------------------------------------------------------------- a site's own file
+SITE = """hints:
+  - id: site-ok
+    title: A hint that is fine
+    explanation: What happened. The fix.
+    link: https://github.com/NVIDIA/nccl/issues/418
+    when:
+      text: 'NCCL WARN .*timeout'
+  - id: site-timeout
+    title: A site's own timeout
+    explanation: What happened. The fix.
+    link: https://github.com/NVIDIA/nccl/issues/418
+    when:
+      any:
+        - status: [hang]
+        - text: '{pattern}'
+"""
+BACKTRACKING = r"ran (\w+\s?)+timed out"
+
+
+def site_file(tmp_path: Path, pattern: str = BACKTRACKING) -> Path:
+    path = tmp_path / "site-hints.yaml"
+    path.write_text(SITE.replace("{pattern}", pattern))
+    return path
+
+
+def test_the_refusal_names_file_line_hint_pattern_and_fix(tmp_path):
+    path = site_file(tmp_path)
+    with pytest.raises(HintsError) as info:
+        hints.check(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:15 at `hints[site-timeout].when.any[1].text`: the pattern `{BACKTRACKING}` "
+                              "repeats a part that itself repeats"), message
+    assert "catastrophic backtracking" in message and "Fix: repeat one plain part" in message
+    assert "\n" not in message and info.value.code == 2
+
+
+# searched with BACKTRACKING, this never ends (2**60 ways to split the words after "ran")
+STOPPED = "the worker ran its first allreduce and then stopped answering the watchdog"
+
+
+def one_run(root: Path, message: str = STOPPED) -> Path:
+    """A results folder holding run R, whose one cell hung with this rank error."""
+    cell = root / "R" / "cells" / "c1"
+    cell.mkdir(parents=True)
+    record = make_record(status="hang", phase="prepare", error_class="nccl", reason="no progress", error=message)
+    (cell / "record.json").write_text(json.dumps(record))
+    return root
+
+
+def harness(*args: str, hints_file: Path) -> subprocess.CompletedProcess:
+    env = os.environ | {"HARNESS_HINTS": str(hints_file)}
+    # the timeout is the guard: before issue 22 such a file made these commands spin forever
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+COMMANDS = {
+    "report": lambda r, out: ["report", "--results", str(r), "--out", str(out / "report.md")],
+    "compare": lambda r, out: ["compare", "--base", "R", "--new", "R", "--results", str(r)],
+    "publish": lambda r, out: ["publish", "--results", str(r), "--to", str(out / "docs")],
+    "matrix": lambda r, out: ["matrix", "--results", str(r), "--run-id", "new"],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_backtracking_site_file_stops_every_command_that_reads_hints(tmp_path, command):
+    path, results = site_file(tmp_path), one_run(tmp_path / "results")
+    proc = harness(*COMMANDS[command](results, tmp_path), hints_file=path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{path}:15 at `hints[site-timeout].when.any[1].text`: the pattern `{BACKTRACKING}`" in proc.stderr
+    assert "Fix: " in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "site-hints.yaml"]  # nothing written
+
+
+def test_a_site_file_of_fine_patterns_still_works(tmp_path):
+    fine = site_file(tmp_path, r"ran \w+ (\w+ )?timed out")
+    results = one_run(tmp_path / "results", "NCCL WARN watchdog timeout on rank 1")
+    proc = harness("report", "--results", str(results), "--out", str(tmp_path / "report.md"), hints_file=fine)
+    assert proc.returncode == 0, proc.stderr
+    assert "A hint that is fine" in (tmp_path / "report.md").read_text()
 
 
 # ---------------------------------------------------------------- long texts
