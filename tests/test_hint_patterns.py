@@ -177,3 +177,31 @@ def test_a_long_text_is_searched_in_its_head_and_tail_only():
     assert textmatch.clip("x" * textmatch.MAX_TEXT) == ("x" * textmatch.MAX_TEXT,)
     head, tail = textmatch.clip("h" * HALF + "middle" + "t" * HALF)
     assert (head, tail) == ("h" * HALF, "t" * HALF)  # two texts: no match spans the cut
+
+
+def rules(tmp_path: Path, pattern: str) -> list[hints.Rule]:
+    return hints.load(site_file(tmp_path, pattern))
+
+
+@pytest.mark.parametrize("where,found", [("start", True), ("end", True), ("middle", False)])
+def test_evidence_beyond_the_cap_is_not_found(tmp_path, where, found):
+    filler = "x" * textmatch.MAX_TEXT
+    words = "Duplicate GPU detected : rank 1 and rank 0"
+    message = {"start": words + filler + filler, "end": filler + filler + words, "middle": filler + words + filler}[where]
+    record = make_record(status="fail", phase="init", error=message)
+    assert all(len(t) <= textmatch.MAX_TEXT for t in hints.facts(record).texts)
+    matched = [m.hint.id for m in hints.match(record, rules(tmp_path, "Duplicate GPU detected"))]
+    assert matched == (["site-timeout"] if found else [])
+
+
+def test_a_huge_log_cannot_make_the_report_long(tmp_path):
+    """A rank error of one 8 MB line of NCCL WARN, then the line that matters: searched whole,
+    `NCCL WARN .*timeout` would try the rest of the long line from each of its 800,000 starts (it
+    would never end); searched in its head and tail it ends at once and finds the last line. The
+    subprocess timeout is the guard."""
+    path = site_file(tmp_path, r"ran \w+ timed out")
+    results = one_run(tmp_path / "results", "NCCL WARN " * 800_000 + "\nNCCL WARN watchdog timeout")
+    proc = harness("report", "--results", str(results), "--out", str(tmp_path / "report.md"), hints_file=path)
+    assert proc.returncode == 0, proc.stderr
+    assert "A hint that is fine" in (tmp_path / "report.md").read_text()
+
