@@ -32,6 +32,7 @@ from packaging.version import Version
 from harness.errors import HintsError
 from harness.hintsfile import DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read, version
 from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
+from harness.textmatch import clip
 
 __all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
            "Conditions", "Facts", "Hint", "HintsError", "Match", "Rule", "check", "facts", "hints_file", "load", "match",
@@ -58,7 +59,7 @@ class Facts:
     env_known: bool = False  # the ranks' environment was seen (fingerprint, NCCL log), not only the variant's
     launcher_changed: frozenset[str] | None = None  # None without a fingerprint
     peer_unverified: bool | None = None  # None when no GPU pair was checked
-    texts: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()  # each at most textmatch.MAX_TEXT characters: a longer text is its head and its tail
 
 
 # The stable parts of NCCL's and nvidia-smi's own lines: a log shows the versions it ran with.
@@ -72,14 +73,15 @@ def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
 
 def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
     """Where error text lives: outcome reason, rank errors, launcher output, NCCL warnings, NCCL log
-    tails and the thread dumps of a hang."""
+    tails and the thread dumps of a hang; each cut to the head and tail that a pattern is searched in
+    (textmatch.clip: the ranks wrote them, of any size)."""
     found: list[Any] = [outcome.reason if outcome else None, raw.launcher_tail, raw.infra_reason]
     for state in raw.rank_states.values():
         found += [state.error.type, state.error.message] if state.error else []
     for log in raw.nccl.values():
         found += [*log.warnings, *log.errors]
     found += [*raw.nccl_tails, *raw.thread_dumps]
-    return tuple(dict.fromkeys(t for t in found if isinstance(t, str) and t))
+    return tuple(dict.fromkeys(part for t in found if isinstance(t, str) and t for part in clip(t)))
 
 
 def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[str]:

@@ -3,7 +3,8 @@ schema, and reading it.
 
 A typo in the file must fail loudly before a command does any work, not silently never match: strict
 pydantic models (unknown keys refused), every value checked, and each problem reported as
-`file:line at `key`: problem Fix: ...` (HintsError, exit 2). What the conditions mean when matched
+`file:line at `key`: problem Fix: ...` (HintsError, exit 2); a `text` pattern that can backtrack
+without end is refused the same way (harness/textmatch.py). What the conditions mean when matched
 against a record lives in harness/hints.py; this module only says what a well-formed file is.
 """
 
@@ -32,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness import yamlfile
+from harness import textmatch, yamlfile
 from harness.errors import HarnessError, HintsError
 from harness.record import ERROR_CLASSES, PHASES, STATUSES
 
@@ -118,10 +119,16 @@ def _regex(value: Any) -> re.Pattern[str]:
     if not isinstance(value, str) or not value:
         raise _bad(f"must be a regular expression, a non-empty string (got {value!r}).", 'quote it: "...".')
     try:
-        return re.compile(value, re.IGNORECASE)
+        compiled = re.compile(value, re.IGNORECASE)
     except re.error as exc:
         raise _bad(f"{value!r} is not a valid regular expression ({exc}).",
                    r"correct it (Python re syntax; a literal ( [ { . * + ? | needs a backslash).") from None
+    # issue 22: a pattern that backtracks without end made report, matrix, compare and publish spin forever
+    found = textmatch.hazard(value, re.IGNORECASE)
+    if found is not None:
+        shown = f"`{value}`" if value.isprintable() else repr(value)  # as written in the file, when it can be
+        raise _bad(f"the pattern {shown} {found.problem}", found.fix)
+    return compiled
 
 
 def _filled(value: str) -> str:
