@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import owner
+from . import owner, statefile
 from .codec import shown
 from .errors import HarnessError, WriteError
 from .record import CellRecord
@@ -297,10 +297,9 @@ def _depth(data: Any) -> int:
 
 def _read(path: Path) -> dict[str, Any]:
     """A record file's JSON object, or ValueError saying what is wrong with it (OSError when unreadable)."""
-    if path.stat().st_size > MAX_RECORD_BYTES:
-        raise ValueError(f"{path.stat().st_size} bytes, larger than any record ({MAX_RECORD_BYTES >> 20} MiB)")
+    raw = statefile.read_bytes(path, MAX_RECORD_BYTES)  # a FIFO in its place is refused, not waited on
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except RecursionError:
         raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
     except UnicodeDecodeError as exc:

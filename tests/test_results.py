@@ -31,3 +31,19 @@ def test_the_latest_run_is_the_one_that_started_last_not_the_last_name(tmp_path)
     os.utime(tmp_path / "a-damaged-one", (0, 0))  # its folder says 1970: the oldest
     (tmp_path / "no-run-json" / "cells").mkdir(parents=True)  # its folder says now: the newest
     assert results.runs(tmp_path) == ["a-damaged-one", "before-driver-upgrade", "after-driver-upgrade", "no-run-json"]
+
+
+def test_a_fifo_in_place_of_a_record_is_a_problem_not_a_wait(tmp_path):
+    """A FIFO opened for reading waits for a writer that never comes: report, compare and publish hung on one."""
+    import threading
+
+    run = tmp_path / "r"
+    (run / "cells" / "c").mkdir(parents=True)
+    os.mkfifo(run / "run.json")
+    os.mkfifo(run / "cells" / "c" / "record.json")
+    found: list[results.RunData] = []
+    reader = threading.Thread(target=lambda: found.append(results.load_run(run)), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert found, "load_run waited on a FIFO"
+    assert "not a regular file" in found[0].problems["run.json"] and "not a regular file" in found[0].problems["c"]
