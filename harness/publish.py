@@ -15,7 +15,7 @@ from .codec import Count, Model, Str
 from .errors import HarnessError
 from .escape import esc, terminal
 from .record import MEASURED, BandwidthRow
-from .results import RunData, write_text
+from .results import RunData, epoch, write_text
 
 INDEX = "index.md"
 
@@ -148,37 +148,50 @@ def publish(data: RunData, docs: Path) -> Published:
 
 
 def write_index(docs: Path) -> tuple[str, ...]:
-    """The index lists every published report, newest first per host; rebuilt from the tree itself.
-    Returns what is wrong with the sidecars that could not be read (their runs are listed without a summary)."""
+    """The index lists every published report, newest first per host (the run that started last first, by
+    its sidecar, as "the latest" means everywhere: results.runs; a page without one by its name, after);
+    rebuilt from the tree itself. Returns what is wrong with the sidecars that could not be read (their runs
+    are listed without a summary)."""
     damaged: list[str] = []
     lines = ["# Published compatibility reports", ""]
     for folder in sorted(p for p in docs.iterdir() if p.is_dir()):
-        pages = sorted((p for p in folder.glob("*.md")), reverse=True)
+        pages = [(page, _sidecar(page.with_suffix(".json"), damaged)) for page in folder.glob("*.md")]
         if not pages:
             continue
         lines += [f"## {esc(folder.name)}", ""]
-        for page in pages:
+        for page, info in sorted(pages, key=lambda p: (_started(p[1]), p[0].name), reverse=True):
             link = quote(f"{folder.name}/{page.name}")
-            summary = _summary(page.with_suffix(".json"), damaged)
+            summary = _summary(info)
             lines.append(f"- [{esc(page.stem)}]({link})" + (f" {esc(summary)}" if summary else ""))
         lines.append("")
     (docs / INDEX).write_text("\n".join(lines))
     return tuple(damaged)
 
 
-def _summary(sidecar: Path, damaged: list[str]) -> str:
-    """Start time and outcome counts of a published run, from the sidecar written beside its page; "" without
-    one. A damaged sidecar counts as absent, said in `damaged` with the fix: the index is rebuilt from the
-    tree on every publish, so one run's bad sidecar must not stop publishing the others (it was a traceback
-    in every later publish, issue 22), and publishing that run again writes it anew."""
+def _sidecar(sidecar: Path, damaged: list[str]) -> Sidecar | None:
+    """The sidecar written beside a published page; None without one. A damaged sidecar counts as absent,
+    said in `damaged` with the fix: the index is rebuilt from the tree on every publish, so one run's bad
+    sidecar must not stop publishing the others (it was a traceback in every later publish, issue 22), and
+    publishing that run again writes it anew."""
     try:
-        info = statefile.read_model(Sidecar, sidecar, MAX_SIDECAR_BYTES)
+        return statefile.read_model(Sidecar, sidecar, MAX_SIDECAR_BYTES)
     except FileNotFoundError:
-        return ""
+        return None
     except (OSError, statefile.Damaged) as exc:
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         damaged.append(f"{sidecar}: not a published run's summary ({what}); the index lists {sidecar.stem} without "
                        f"one. Fix: publish that run again (its sidecar is written anew), or delete the file.")
+        return None
+
+
+def _started(info: Sidecar | None) -> float:
+    """When a published run started, in seconds since the epoch; 0 when its sidecar does not say."""
+    return (epoch(info.started) if info and info.started else None) or 0.0
+
+
+def _summary(info: Sidecar | None) -> str:
+    """Start time and outcome counts of a published run; "" without its sidecar."""
+    if info is None:
         return ""
     counts = ", ".join(f"{n} {status}" for status, n in sorted(info.counts.items()))
     return f"({info.started}): {counts}" if counts else ""

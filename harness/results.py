@@ -227,13 +227,22 @@ class RunData:
         return self.facts.driver
 
 
+def epoch(started: str) -> float | None:
+    """run.json's `started` (STARTED) in seconds since the epoch; None when it is not such a time."""
+    try:
+        return datetime.strptime(started, STARTED).timestamp()
+    except ValueError:
+        return None
+
+
 def started_at(run: Path) -> float:
     """When a run started, in seconds since the epoch: run.json's `started` (read with the records' bounds),
     else (no run.json, a damaged one) the folder's modification time."""
     try:
         started = _read(run / "run.json").get("started")
-        if isinstance(started, str):
-            return datetime.strptime(started, STARTED).timestamp()
+        when = epoch(started) if isinstance(started, str) else None
+        if when is not None:
+            return when
     except (OSError, ValueError):
         pass
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from harness import commands, compare, matrix, matrixfile, record, report, results, runner
+from harness import commands, compare, matrix, matrixfile, publish, record, report, results, runner
 from harness.engines import host
 from harness.engines.host import HostEngine
 from harness.errors import HarnessError
@@ -258,3 +258,17 @@ def test_the_rerun_line_repeats_the_engine_and_its_flags(engine, base, rerun):
                                                              "variant": "default", "base": base},
                                  "outcome": {"status": "pass"}})
     assert rerun in report.rerun_command(cell, run)
+
+
+def test_the_index_lists_the_run_that_started_last_first_not_the_last_name(tmp_path):
+    """The README's own before/after run ids: by name, `before-driver-upgrade` was listed as the newest."""
+    host = tmp_path / "h200-box"
+    host.mkdir()
+    for run, started in (("before-driver-upgrade", "2026-12-01T10:00:00+0000"),
+                         ("after-driver-upgrade", "2026-12-01T12:00:00+0100")):  # 11:00 UTC: the later
+        (host / f"{run}.md").write_text("# report\n")
+        (host / f"{run}.json").write_text(json.dumps({"run": run, "started": started, "counts": {"pass": 1}}))
+    (host / "no-sidecar.md").write_text("# report\n")
+    publish.write_index(tmp_path)
+    listed = [line.split("]")[0][3:] for line in (tmp_path / "index.md").read_text().splitlines() if line.startswith("- [")]
+    assert listed == ["after-driver-upgrade", "before-driver-upgrade", "no-sidecar"]
