@@ -13,11 +13,12 @@ treat like a missing file (and say so where the record has room)."""
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+
+from . import statefile
 
 # Beyond these a file is cut, never read whole. A real NCCL INFO log of one rank's init is under 1 MB (8
 # H200s, 32 channels: 0.4 MB); the facts the parser wants are at its start (version, transports, env) and
@@ -28,30 +29,9 @@ LINE = 8192  # longer lines are cut to this (no NCCL line is near it)
 
 
 def open_regular(path: Path) -> int:
-    """A descriptor of `path` for reading, only if it is a regular file with one name, reached without a
-    link; OSError (ELOOP for a link, EINVAL for a device, FIFO or socket, EMLINK for a hard link) otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket in the attempt folder)", str(path))
-        if info.st_nlink != 1:
-            raise OSError(errno.EMLINK, f"a hard link ({info.st_nlink} names): it may be any file", str(path))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def why_not(path: Path) -> str | None:
-    """Why `path` is not read (a link, a device, a hard link), or None when it would be (or is absent)."""
-    try:
-        os.close(open_regular(path))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return "a link, not followed" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-    return None
+    """A descriptor of `path` for reading (statefile.open_regular's rules, and one name only: a hard link in the
+    attempt folder could name any file the ranks' user can read)."""
+    return statefile.open_regular(path, one_name=True)
 
 
 def head(path: Path, limit: int) -> bytes:

@@ -12,6 +12,7 @@ the wrong JSON type, were tracebacks (the sidecar's in every later publish); a l
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -27,13 +28,38 @@ class Damaged(ValueError):
     """A state file that is not what the harness writes there; str() says what is wrong, and where."""
 
 
-def read_bytes(path: Path, limit: int) -> bytes:
-    """The bytes of `path`, a regular file of at most `limit` bytes, else Damaged. FileNotFoundError and the
-    other OSErrors (a folder that cannot be read) are the caller's."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+# what open_regular refuses, as errno: a link (O_NOFOLLOW), a device, FIFO or socket, a second name
+REFUSED = frozenset((errno.ELOOP, errno.EINVAL, errno.EMLINK))
+
+
+def open_regular(path: Path, one_name: bool = False) -> int:
+    """A descriptor of `path` for reading, only if it is a regular file reached without a link (O_NOFOLLOW: a
+    link the harness never writes could name any file), opened without blocking (a FIFO in its place is
+    refused, not waited on) and, with `one_name`, with no other name (a hard link); an OSError whose errno
+    is in REFUSED otherwise. The one opener of files read back: the harness's own (here) and what ranks
+    write (rankfiles.py)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)", str(path))
+        if one_name and info.st_nlink != 1:
+            raise OSError(errno.EMLINK, f"a hard link ({info.st_nlink} names): it may be any file", str(path))
+    except BaseException:
         os.close(fd)
-        raise Damaged("not a regular file")
+        raise
+    return fd
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes reached without a link, else Damaged.
+    FileNotFoundError and the other OSErrors (a folder that cannot be read) are the caller's."""
+    try:
+        fd = open_regular(path)
+    except OSError as exc:
+        if exc.errno not in REFUSED:
+            raise
+        raise Damaged("a link, not followed" if exc.errno == errno.ELOOP else "not a regular file") from None
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)  # a buffered read returns all it asks for, or up to the file's end
     if len(data) > limit:
