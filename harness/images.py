@@ -11,7 +11,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -76,6 +76,7 @@ class BuildResult:
     seconds: float = 0.0
     log: str = ""
     image_id: str = ""  # the engine's id of the image, once it exists
+    started_wall: float = 0.0  # time.time() when the build (or the lookup that found it cached) started
 
     @property
     def ok(self) -> bool:
@@ -311,10 +312,9 @@ def plan(stacks: list[Stack], docker: DockerClient, options: BuildOptions) -> It
             yield stack, tag, docker.image_exists(tag) and not options.rebuild
 
 
-def build_all(
-    stacks: list[Stack], docker: DockerClient, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1
-) -> dict[str, BuildResult]:
-    """Build every stack's image (`jobs` at a time); a failure is recorded and the rest go on."""
+def ensure_bases(stacks: list[Stack], docker: DockerClient, log_dir: Path, progress: Progress) -> None:
+    """The local base images the stacks build on, made when missing (debootstrap, a minute); a base that
+    cannot be made is said, and the builds that need it fail and say why."""
     log_dir.mkdir(parents=True, exist_ok=True)
     for base in dict.fromkeys(s.base for s in stacks if not s.is_image and baseimage.is_local(s.base)):
         try:
@@ -322,34 +322,59 @@ def build_all(
         except HarnessError as exc:  # the builds that need it will fail and say why
             progress.say(f"base image {base}: {exc}")
 
+
+def build_all(
+    stacks: list[Stack], docker: DockerClient, options: BuildOptions, log_dir: Path, progress: Progress, jobs: int = 1,
+    on_built: Callable[[BuildResult], None] = lambda result: None, beside_cells: bool = False,
+) -> dict[str, BuildResult]:
+    """Build every stack's image (`jobs` at a time, in the stacks' order); a failure is recorded and the rest
+    go on. `on_built` gets each result as soon as it is known, in the thread that built it (the pipeline starts
+    that image's cells then). `beside_cells`: cells run while the images build and hold the live status line,
+    so each build is a line when it starts and one when it ends, as with jobs > 1."""
+    ensure_bases(stacks, docker, log_dir, progress)
+    status_line = jobs == 1 and not beside_cells
+    # a build's steps go to the status line it holds, or (-v, plain output) to lines of their own; never onto a cell's
+    steps = progress.detail if jobs == 1 and not (beside_cells and progress.live) else (lambda _: None)
+
     def one(n: int, stack: Stack) -> BuildResult:
         log = log_dir / f"{stack.id}.log"
-        started = time.monotonic()
+        started, wall = time.monotonic(), time.time()
         tag = ""
         try:
             context = prepare(stack, options, log)
             tag = context.tag
             if not options.rebuild and docker.image_exists(tag):
-                progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})")
-                return BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started)
-            title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
-            if jobs > 1:  # parallel builds: one line each, no live status to fight over
-                progress.say(title)
-            with progress.task(title) if jobs == 1 else nullcontext(), tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp:
-                materialize(context, Path(tmp))
-                docker.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
-                             buildargs=dict(options.proxy), log=log, nocache=options.rebuild,
-                             on_line=progress.detail if jobs == 1 else (lambda _: None))
-            result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log))
+                result = BuildResult(stack.id, tag, "cached", seconds=time.monotonic() - started, started_wall=wall)
+            else:
+                title = f"[{n}/{len(stacks)}] building {stack.id} -> {tag} (log: {log})"
+                if not status_line:  # one line each, no live status to fight over
+                    progress.say(title)
+                with (progress.task(title) if status_line else nullcontext(),
+                      tempfile.TemporaryDirectory(prefix="harness-ctx-") as tmp):
+                    materialize(context, Path(tmp))
+                    docker.build(Path(tmp), tag, labels={f"{LABEL}.content-hash": context.digest},
+                                 buildargs=dict(options.proxy), log=log, nocache=options.rebuild, on_line=steps)
+                result = BuildResult(stack.id, tag, "built", seconds=time.monotonic() - started, log=str(log),
+                                     started_wall=wall)
         except HarnessError as exc:  # BuildFailed, a wheelhouse that pip could not fill, a bad template
             result = BuildResult(stack.id, tag, "build-error", failure_reason(str(exc), log),
-                                 time.monotonic() - started, str(log))
-        progress.say(f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
+                                 time.monotonic() - started, str(log), started_wall=wall)
+        progress.say(f"[{n}/{len(stacks)}] {stack.id}: cached ({tag})" if result.status == "cached" else
+                     f"[{n}/{len(stacks)}] {stack.id}: {result.status} in {result.seconds:.0f}s"
                      + (f" - {result.reason}" if result.reason else ""))
+        on_built(result)  # outside the try: a failed write there stops the run, it is no build-error
         return result
 
     if jobs <= 1:
         return {stack.id: one(n, stack) for n, stack in enumerate(stacks, 1)}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = {stack.id: pool.submit(one, n, stack) for n, stack in enumerate(stacks, 1)}
-        return {k: f.result() for k, f in futures.items()}
+        results = {k: f.result() for k, f in futures.items()}
+    except BaseException:
+        # Ctrl-C (or a failed write in on_built) reaches the caller now, which ends its running cells: waiting
+        # for the running builds first would leave those cells running for minutes; builds not started never start
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results

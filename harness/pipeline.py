@@ -1,22 +1,39 @@
 """`invoke matrix`: from a selection to recorded outcomes. Flags are checked before anything starts;
-then the engine says which cells it runs, images are built (or found by content hash), every cell runs
-under supervision (one at a time; on the slurm engine up to --jobs at once, each its own job on its own
-nodes) and is recorded as soon as it ends, and the report is written. The dry
-run builds the same specs through the same functions and prints them instead of running them."""
+then the engine says which cells it runs, images are built (or found by content hash) one after another,
+and every cell runs under supervision as soon as its image is ready, while the next images build (one
+cell at a time; on the slurm engine up to --jobs at once, each its own job on its own nodes), recorded as
+soon as it ends; then the report is written. The dry run builds the same specs through the same functions
+and prints them instead of running them."""
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__, engines, hints, hostinfo, images, owner, reaper, report, results, runner, statefile, userimages
+from . import (
+    __version__,
+    engines,
+    hints,
+    hostinfo,
+    images,
+    owner,
+    reaper,
+    report,
+    results,
+    runner,
+    schedule,
+    statefile,
+    userimages,
+)
 from .codec import RecordError
 from .engines.base import Engine
 from .engines.container import gpu_text
@@ -114,8 +131,8 @@ def _already_done(run: Path, progress: Progress) -> tuple[set[str], bool]:
 
 
 def run(selection: Selection, opts: MatrixOptions) -> int:
-    """Build what is missing, run the selected cells (one at a time, or --jobs at once on the slurm engine),
-    record each as it ends. SIGTERM and SIGHUP end the run like Ctrl-C."""
+    """Build what is missing, run the selected cells as their images are ready (one at a time, or --jobs at
+    once on the slurm engine), record each as it ends. SIGTERM and SIGHUP end the run like Ctrl-C."""
     with owner.signals_as_interrupt():
         return _run(selection, opts)
 
@@ -178,7 +195,8 @@ def _write_report(run: Path) -> None:
 
 def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: MatrixOptions,
                ropts: runner.RunOptions, progress: Progress) -> int:
-    """Record the run's facts, then build and run every cell not yet done, each recorded as it ends."""
+    """Record the run's facts, then build the images in the main thread while the lane runs the cells of those
+    ready, every cell not yet done, each recorded as it ends."""
     run_id, gpus = ropts.run_id, ropts.gpus
     runnable = [c for c in cells if c.na_reason is None]
     done, keep_facts = _already_done(run, progress) if opts.resume else (set(), False)
@@ -203,59 +221,86 @@ def _run_cells(run: Path, m: Matrix, cells: list[Cell], engine: Engine, opts: Ma
             results.save_record(opts.results, run_id, not_applicable(cell))
     todo = [c for c in runnable if c.id not in done]
     counts: Counter[str] = Counter()
-    built = _images(engine, todo, opts, run / "builds", progress)
-    if built:
-        write_builds(run / "builds.json", m, todo, built, add=opts.resume)
-    for cell in todo:
-        build = built.get(cell.stack.id)
-        if build is not None and not build.ok:
-            results.save_record(opts.results, run_id, build_error(cell, build))
-            counts["build-error"] += 1
-    todo = [c for c in todo if c.stack.id not in built or built[c.stack.id].ok]
-    api, why = choose_gpu_api(engine, todo, ropts.gpus, opts.gpu_api,
-                              lambda c: built[c.stack.id].tag if c.stack.id in built else "")
-    if api is not None:
-        progress.say(gpu_api_line(api, why, ropts.gpus).removeprefix("# "))
-        _record_gpu_api(run, api, progress)
-        ropts = replace(ropts, gpu_api=api)
+    builder = engine.builder if engine.builds_images and todo else None  # connects (InfraError) when it must
+    stacks = list({c.stack.id: c.stack for c in todo}.values())
+    if builder is not None:  # before any cell holds the status line: debootstrap's shows there (a minute)
+        images.ensure_bases(stacks, builder, run / "builds", progress)
     together = engine.concurrent_cells(opts.jobs) if len(todo) > 1 else 1
     progress.say(f"Running {len(todo)} cell(s) on the {engine.name} engine"
-                 f"{f', up to {together} at a time' if together > 1 else ''}; results in {run}")
+                 f"{f', up to {together} at a time' if together > 1 else ''}, each as soon as its image is ready; "
+                 f"results in {run}")
+    built: dict[str, images.BuildResult] = {}
     done_n = 0
+    chosen: list[GpuApi | None] = []  # the run's GPU way, chosen once: before its first GPU cell starts
+    choosing = threading.Lock()
 
-    def run_one(cell: Cell, task: Progress) -> CellRecord:
+    def cell_options(cell: Cell) -> runner.RunOptions:
+        if cell.stack.is_cpu:
+            return replace(ropts, gpus=())
+        with choosing:
+            if not chosen:  # the probe starts this cell's image, built by now
+                api, why = choose_gpu_api(engine, [cell], ropts.gpus, opts.gpu_api,
+                                          lambda c: built[c.stack.id].tag if c.stack.id in built else "")
+                if api is not None:
+                    progress.say(gpu_api_line(api, why, ropts.gpus).removeprefix("# "))
+                    _record_gpu_api(run, api, progress)
+                chosen.append(api)
+        return replace(ropts, gpu_api=chosen[0])
+
+    def run_one(cell: Cell) -> CellRecord:
         def show(rank: int, event: dict) -> None:
             if event.get("event") in ("phase_start", "phase_end", "error"):
-                task.detail(f"{cell.id + ': ' if together > 1 else ''}rank {rank} {event['event']} {event.get('phase', '')}")
+                progress.detail(f"{cell.id + ': ' if together > 1 else ''}rank {rank} {event['event']} "
+                                f"{event.get('phase', '')}")
 
-        image = built.get(cell.stack.id)
-        return runner.run_cell(engine, cell, m, replace(ropts, gpus=()) if cell.stack.is_cpu else ropts,
-                               image.tag if image else "", on_event=show,
-                               image_info={"tag": image.tag, "id": image.image_id} if image else None)
+        cell_opts, image = cell_options(cell), built.get(cell.stack.id)
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(dict(counts).items())) or "none yet"  # a copy: ended() adds
+        with (progress.task(f"[{done_n + 1}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) if together == 1
+              else nullcontext()):
+            return runner.run_cell(engine, cell, m, cell_opts, image.tag if image else "", on_event=show,
+                                   image_info={"tag": image.tag, "id": image.image_id} if image else None)
 
-    def ended(cell: Cell, result: CellRecord) -> bool:
-        """The cell's line and tally; whether it (or its control) was interrupted."""
+    def ended(cell: Cell, result: CellRecord) -> None:
+        """The cell's line and tally (a cell that ran, or one whose image failed)."""
         nonlocal done_n
         done_n += 1
         outcome = _outcome(result)
         counts[outcome.status] += 1
         progress.say(f"[{done_n}/{len(todo)}] {cell.id}: {outcome.status.upper()} - {outcome.reason} "
                      f"({outcome.seconds:.0f}s)")
-        return any(a.outcome and a.outcome.status == "interrupted" for a in result.attempts)  # the cell's or its control's
 
-    interrupted = False
-    if together > 1:
-        with progress.task(f"{len(todo)} cell(s), up to {together} at a time", echo=False) as task:
-            interrupted = _run_together(engine, todo, together, lambda cell: run_one(cell, task), ended)
-        return _finish(run, counts, interrupted, opts, progress)
-    for n, cell in enumerate(todo, 1):
-        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"
-        with progress.task(f"[{n}/{len(todo)}] {cell.id} (so far: {tally})", echo=False) as task:
-            result = run_one(cell, task)
-        if ended(cell, result):
-            interrupted = True
-            break
-    return _finish(run, counts, interrupted, opts, progress)
+    def build_failed(cell: Cell, build: images.BuildResult) -> CellRecord:
+        record = build_error(cell, build)
+        results.save_record(opts.results, run_id, record)
+        return record
+
+    def gpus_held(cell: Cell) -> frozenset[str]:
+        return frozenset(ropts.gpus) if engine.shares_gpus and not cell.stack.is_cpu else frozenset()
+
+    def image_known(result: images.BuildResult) -> None:
+        result = replace(result, image_id=engine.image_id(result.tag)) if result.ok else result
+        built[result.stack_id] = result
+        lane.image(result)
+
+    lane = _Lane(todo, together, gpus_held, run_one, ended, build_failed, engine.interrupt)
+    with lane, (progress.task(f"{len(todo)} cell(s), up to {together} at a time", echo=False) if together > 1
+                else nullcontext()):
+        try:
+            if builder is None:  # the cells run on the nodes' or this host's own stack
+                lane.ready({s.id for s in stacks})
+            else:
+                images.build_all(stacks, builder, opts.build, run / "builds", progress, jobs=opts.jobs,
+                                 on_built=image_known, beside_cells=True)
+            lane.wait()
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: during a build, or while the last cells run
+            lane.interrupt()
+            lane.wait()  # each running cell ends `interrupted`; a second Ctrl-C stops waiting
+        except BaseException:  # a failed write, the GPU probe's refusal: the run stops, ending its cells now
+            lane.stop()
+            raise
+    if built:  # a copy: with --jobs > 1 an interrupted run's builds may still end in their threads
+        write_builds(run / "builds.json", m, todo, dict(built), add=opts.resume)
+    return _finish(run, counts, lane.interrupted, opts, progress)
 
 
 def _outcome(record: CellRecord) -> Outcome:
@@ -265,50 +310,101 @@ def _outcome(record: CellRecord) -> Outcome:
     return record.outcome
 
 
-def _run_together(engine: Engine, cells: list[Cell], jobs: int, run_one: Callable[[Cell], CellRecord],
-                  ended: Callable[[Cell, CellRecord], bool]) -> bool:
-    """Up to `jobs` cells at the same time (as many as engine.concurrent_cells allows: on the slurm engine
-    each its own Slurm job, with --exclusive: no node shared, see SlurmOptions.sbatch_args), each recorded
-    by its worker as it ends and said here as it ends. The docker and host engines allow one: their cells
-    share this machine's GPUs, so running them together would measure each other. Ctrl-C (SIGTERM, SIGHUP)
-    reaches only this thread: it ends every running
-    cell through engine.interrupt() (each recorded `interrupted`, its job scancelled), cells not started
-    are left for --resume, and this waits for the running ones; a second Ctrl-C stops waiting (the pool
-    still lets each worker finish its kill). Returns whether the run was interrupted."""
-    interrupted = stopping = False
-    with ThreadPoolExecutor(jobs, thread_name_prefix="cell") as pool:
-        futures = {pool.submit(run_one, cell): cell for cell in cells}
-        pending = set(futures)
-        try:
-            while pending:
-                try:
-                    finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)  # 1 s: Ctrl-C is seen
-                    for future in finished:
-                        pending.discard(future)
-                        interrupted |= ended(futures[future], future.result())
-                except KeyboardInterrupt:
-                    if stopping:
-                        raise  # the second Ctrl-C
-                    interrupted = stopping = True
-                    engine.interrupt()
-                    pending = {f for f in pending if not f.cancel()}  # never started: not recorded
-        except BaseException:  # a second Ctrl-C, a failed write (the run stops): end the other cells now
-            engine.interrupt()
-            for future in pending:
-                future.cancel()
-            raise
-    return interrupted
+class _Lane:
+    """The run's cells, each started in a worker thread as soon as schedule.startable lets it: its image known
+    (on_built, in the thread that built it, while the main thread goes on to the next build), a slot free
+    (Engine.concurrent_cells: one on the docker and host engines, whose cells share this machine, so bandwidth
+    stays comparable; on the slurm engine --jobs, each its own job with --exclusive: no node shared, see
+    SlurmOptions.sbatch_args), none of its GPUs held by a running cell. Each cell is recorded by its worker
+    and said here as it ends; the cells of an image that failed are build-error as it fails. Ctrl-C (SIGTERM,
+    SIGHUP) reaches only the main thread: interrupt() ends every running cell through engine.interrupt() (each
+    recorded `interrupted`), and cells not started are left for --resume. Leaving the lane waits for every
+    worker, so a cell's kill and cleanup always finish."""
 
+    def __init__(self, cells: list[Cell], slots: int, gpus: Callable[[Cell], frozenset[str]],
+                 run_one: Callable[[Cell], CellRecord], ended: Callable[[Cell, CellRecord], None],
+                 build_failed: Callable[[Cell, images.BuildResult], CellRecord], end_running: Callable[[], None]) -> None:
+        self._slots, self._gpus = slots, gpus
+        self._run_one, self._ended, self._build_failed, self._end_running = run_one, ended, build_failed, end_running
+        self._waiting = list(cells)  # in the matrix's order
+        self._ready: set[str] = set()  # stacks whose image is built or cached
+        self._running: dict[Future[CellRecord], Cell] = {}
+        self._changed = threading.Condition(threading.RLock())  # a done callback may run in the thread that submits
+        self._pool = ThreadPoolExecutor(slots, thread_name_prefix="cell")
+        self._failure: BaseException | None = None
+        self._stopped = False
+        self.interrupted = False
 
-def _images(engine: Engine, cells: list[Cell], opts: MatrixOptions, log_dir: Path,
-            progress: Progress) -> dict[str, images.BuildResult]:
-    """The image of every stack the cells need, built when missing; {} for an engine without images."""
-    builder = engine.builder if engine.builds_images and cells else None  # connects (InfraError) when it must
-    if builder is None:
-        return {}
-    stacks = list({c.stack.id: c.stack for c in cells}.values())
-    built = images.build_all(stacks, builder, opts.build, log_dir, progress, jobs=opts.jobs)
-    return {k: replace(v, image_id=engine.image_id(v.tag)) if v.ok else v for k, v in built.items()}
+    def __enter__(self) -> _Lane:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+
+    def ready(self, stacks: set[str]) -> None:
+        with self._changed:
+            self._ready |= stacks
+            self._start()
+
+    def image(self, result: images.BuildResult) -> None:
+        """An image is known: built or cached (its cells may start), or failed (its cells are build-error now).
+        Raises what a cell's worker raised, so that the builds stop too."""
+        with self._changed:
+            if self._failure is not None:
+                raise self._failure
+            if self._stopped:
+                return
+            if result.ok:
+                self._ready.add(result.stack_id)
+            else:
+                failed = [c for c in self._waiting if c.stack.id == result.stack_id]
+                self._waiting = [c for c in self._waiting if c.stack.id != result.stack_id]
+                for cell in failed:
+                    self._ended(cell, self._build_failed(cell, result))
+            self._start()
+
+    def _start(self) -> None:
+        """Start what schedule.startable picks (the lock held)."""
+        if self._stopped:
+            return
+        picks = schedule.startable([schedule.Waiting(c.stack.id, self._gpus(c)) for c in self._waiting], self._ready,
+                                   [self._gpus(c) for c in self._running.values()], self._slots)
+        starting = [self._waiting[n] for n in picks]
+        self._waiting = [c for n, c in enumerate(self._waiting) if n not in picks]
+        for cell in starting:
+            future = self._pool.submit(self._run_one, cell)
+            self._running[future] = cell
+            future.add_done_callback(self._done)
+
+    def _done(self, future: Future[CellRecord]) -> None:
+        with self._changed:
+            cell = self._running.pop(future)
+            try:
+                self._ended(cell, future.result())
+            except BaseException as exc:  # a failed write, the GPU probe's refusal: wait() and image() raise it
+                self._failure = self._failure or exc
+                self.stop()
+            self._start()
+            self._changed.notify_all()
+
+    def wait(self) -> None:
+        """Until every cell has ended (once every image is known), or after stop() every running one; raises what
+        a worker raised. Wakes every second, so that Ctrl-C is seen."""
+        with self._changed:
+            while self._running or (self._waiting and not self._stopped):
+                self._changed.wait(1.0)
+            if self._failure is not None:
+                raise self._failure
+
+    def stop(self) -> None:
+        """No cell starts any more, and every running one ends now (recorded `interrupted`)."""
+        with self._changed:
+            self._stopped = True
+        self._end_running()  # engine.interrupt()
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self.stop()
 
 
 def write_builds(path: Path, m: Matrix, cells: list[Cell], built: dict[str, images.BuildResult],

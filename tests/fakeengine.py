@@ -21,6 +21,7 @@ from typing import Any, Literal
 from harness import launch as launch_mod
 from harness.engines.base import CellSpec, Check, Stop
 from harness.engines.dockerclient import DockerClient
+from harness.errors import BuildFailed
 from harness.kinds import GpuApi
 from harness.matrix import Cell, Matrix
 from harness.progress import Progress
@@ -210,17 +211,55 @@ class FakeRunning:
         return [f"fake rank {r.rank}" for r in self.ranks if r.alive]
 
 
+class FakeBuilder:
+    """The Docker client's build side (what images.build_all asks), on scripted builds: every image is missing
+    but the local base, a build takes `seconds[stack]` (else none), holds until `until[stack]()` is true where
+    given (BuildFailed after `hold_s`: a build that was held too long says so), or fails (`fail`). Pair it with
+    images.prepare monkeypatched to a render without wheels (no wheel store, no pip). `built` keeps each
+    build's stack with its start and end (time.time())."""
+
+    def __init__(self, seconds: Mapping[str, float] | None = None, until: Mapping[str, Callable[[], bool]] | None = None,
+                 fail: tuple[str, ...] = (), hold_s: float = 20.0) -> None:
+        self.seconds, self.until, self.fail, self.hold_s = dict(seconds or {}), dict(until or {}), fail, hold_s
+        self.built: list[tuple[str, float, float]] = []
+        self._images: set[str] = set()
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self._images or ref.startswith("harness-base:")
+
+    def build(self, context: Path, tag: str, *, labels: dict[str, str], buildargs: dict[str, str], log: Path,
+              on_line: Callable[[str], None] = lambda _: None, timeout: int = 3600, nocache: bool = False) -> str:
+        stack = tag.split("/", 1)[1].rsplit(":", 1)[0]  # images.BuildContext.tag: <repo>/<stack id>:<hash>
+        started = time.time()
+        time.sleep(self.seconds.get(stack, 0.0))
+        if stack in self.until:
+            deadline = time.monotonic() + self.hold_s
+            while not self.until[stack]():
+                if time.monotonic() > deadline:
+                    raise BuildFailed(f"the fake build of {stack} was held {self.hold_s:g}s and its condition never held")
+                time.sleep(0.01)
+        if stack in self.fail:
+            raise BuildFailed(f"the fake build of {stack} failed")
+        self.built.append((stack, started, time.time()))
+        self._images.add(tag)
+        return f"sha256:{stack}"
+
+
 class FakeEngine:
-    """The Engine protocol in full, on scripted ranks; `started` keeps every Running it made."""
+    """The Engine protocol in full, on scripted ranks; `started` keeps every Running it made. With a
+    FakeBuilder it builds images (scripted) as the docker engine does."""
 
     name = "fake"
     builds_images = False
     builder: DockerClient | None = None
     client: DockerClient | None = None
+    shares_gpus = True  # as the docker and host engines: two cells at once must not be given one GPU
 
     def __init__(self, script: Script | None = None, together: int = 1,
-                 inherited: Mapping[str, str] | None = None) -> None:
+                 inherited: Mapping[str, str] | None = None, builder: FakeBuilder | None = None) -> None:
         self.script: Script = script if script is not None else {}
+        if builder is not None:
+            self.builds_images, self.builder = True, builder  # duck-typed: the build side of a DockerClient
         self.together, self.inherited = together, dict(inherited or {})
         self.started: list[FakeRunning] = []
         self._stop = Stop()

@@ -21,7 +21,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("where ranks run", ("launch", "hostinfo", "engines.base", "engines.container", "engines.host", "engines.docker",
                          "engines.noderuntime", "engines.slurmjob", "engines.slurm", "engines.collector", "engines",
                          "reaper")),
-    ("one attempt, one cell", ("supervise", "outcome", "runner")),
+    ("one attempt, one cell", ("supervise", "outcome", "runner", "schedule")),
     ("what reads records", ("textmatch", "hintsfile", "hints", "report", "compare", "publish")),
     ("the faces", ("pipeline", "doctor", "commands", "tasks", "cli", "__main__")),
 ]

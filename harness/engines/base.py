@@ -175,6 +175,12 @@ class Engine(Protocol):
         """How many cells may run at the same time for --jobs `jobs`: 1 where they share this machine's
         GPUs (together they would measure each other); the slurm engine's `jobs`, each its own job."""
 
+    @property
+    def shares_gpus(self) -> bool:
+        """Whether the cells started here share this machine's GPUs (docker, host), so that two cells running at
+        once must never be given the same one (schedule.startable); False where each cell gets GPUs of nodes of
+        its own (slurm: a job per attempt, --exclusive with --jobs)."""
+
     def start(self, spec: CellSpec) -> AbstractContextManager[Running]:
         """Start the cell; leaving the context removes everything it started, on every path."""
 

@@ -92,6 +92,7 @@ class DockerEngine:
 
     name = "docker"
     builds_images = True
+    shares_gpus = True  # the containers run on this machine and are given its GPUs
 
     def __init__(self, client: DockerClient) -> None:
         self.client = client

@@ -282,6 +282,7 @@ class HostEngine:
     builds_images = False
     builder = None  # no images: the cells run on this Python's stack
     client = None  # and no Docker client is connected
+    shares_gpus = True  # the ranks run on this machine, on its GPUs
     python = sys.executable
     workload = str(WORKLOAD_DIR / "run.py")
     control = str(WORKLOAD_DIR / "control.py")

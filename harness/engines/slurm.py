@@ -142,7 +142,7 @@ class SlurmOptions:
     extra: tuple[str, ...] = ()
     gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
     runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
-    jobs: int = 1  # --jobs: cells running at the same time, each its own job (pipeline._run_together)
+    jobs: int = 1  # --jobs: cells running at the same time, each its own job (pipeline._Lane)
 
     def check(self) -> SlurmOptions:
         if self.nodes < 1:
@@ -203,6 +203,7 @@ class SlurmEngine:
     node runtime, in the cell's image built here."""
 
     name = "slurm"
+    shares_gpus = False  # each job gets GPUs of its own nodes (--exclusive with --jobs: SlurmOptions.sbatch_args)
     # the nodes' own stack: this host's Python and this checkout's workload, at the same paths there
     python, workload, control = HostEngine.python, HostEngine.workload, HostEngine.control
 
