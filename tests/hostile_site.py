@@ -4,6 +4,8 @@ the `HOSTILE` variable names (comma-separated), then lets the workload run. Writ
 folder by tests/test_hostile_ranks.py; it imports nothing of the harness. What each word does:
 
 - noaccelerate: `import accelerate` fails in the rank (a broken install), as ModuleNotFoundError
+- escapes: the same, with terminal control sequences (an OSC that sets the title, a CSI that clears the
+  screen, BEL) and markdown (a javascript: link, emphasis, backticks) in the error's message
 - links: rank 0's NCCL debug file is a link to a file outside the attempt folder (SECRET_FILE), rank
   1's a FIFO (opening one to read waits for a writer)
 - hardlink: the rank's NCCL debug file is a hard link to SECRET_FILE (same file system)
@@ -23,11 +25,14 @@ def _out() -> str | None:
     return argv[argv.index("--out") + 1]
 
 
-def _no_accelerate() -> None:
+HOSTILE_TEXT = "\x1b]0;pwned\x07\x1b[2J [click](javascript:alert(1)) **bold** `code`"
+
+
+def _no_accelerate(message: str = "No module named 'accelerate'") -> None:
     class Refuse:
         def find_spec(self, name, path=None, target=None):  # the meta path finder protocol
             if name == "accelerate" or name.startswith("accelerate."):
-                raise ModuleNotFoundError("No module named 'accelerate'", name=name)
+                raise ModuleNotFoundError(message, name=name)
             return None
 
     sys.meta_path.insert(0, Refuse())
@@ -74,6 +79,8 @@ def main() -> None:
     nccl = os.path.join(out, f"nccl-rank{rank}.log")
     if "noaccelerate" in words:
         _no_accelerate()
+    if "escapes" in words:
+        _no_accelerate("No module named 'accelerate' " + HOSTILE_TEXT)
     if "links" in words:
         if rank == "0":
             _replace(nccl, lambda p: os.symlink(os.environ["SECRET_FILE"], p))

@@ -9,6 +9,7 @@ bound on disk; report, compare and publish read the run."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ SECRET = "host:1:1 [0] NCCL WARN s3cret-outside-the-attempt-folder-2718"
 FLOOD_MB = 80  # beyond every bound: the launcher log's 64 MiB cap, a log's 16+4 MiB window, a 4 MiB event line
 VARIANTS = {
     "noaccelerate": "noaccelerate",
+    "escapes": "escapes",
     "links": "links",
     "hardlink": "hardlink",
     "endless": "endless",
@@ -77,7 +79,8 @@ def test_the_run_ends_with_a_readable_record_and_its_verdict_for_every_cell(host
     data = results.load_run(root / "results" / "hostile")
     assert data.problems == {}
     statuses = {r.cell.variant: r.status for r in data.records.values()}
-    assert statuses == {"noaccelerate": "fail", "links": "pass", "hardlink": "pass", "endless": "pass", "floods": "pass"}
+    assert statuses == {"noaccelerate": "fail", "escapes": "fail", "links": "pass", "hardlink": "pass", "endless": "pass",
+                        "floods": "pass"}
 
 
 def test_a_rank_without_accelerate_fails_as_an_import_error_the_readers_can_read(hostile_run):
@@ -123,3 +126,19 @@ def test_report_compare_and_publish_read_the_run(hostile_run):
     assert compare.returncode == 0, compare.stdout + compare.stderr
     publish = _harness("publish", "--to", str(root / "docs"), "--run", "hostile", "--results", res, timeout=120)
     assert publish.returncode == 0 and "Traceback" not in publish.stderr, publish.stderr
+
+
+def test_control_sequences_and_markdown_from_a_rank_are_shown_never_obeyed(hostile_run):
+    """Issue 22, item 5, with a real rank: its error carries an OSC that sets the terminal's title, a CSI,
+    BEL and markdown; the console, report.md and the published page show them as text."""
+    root, done = hostile_run
+    line = next(l for l in done.stderr.splitlines() if "+escapes: FAIL" in l)
+    assert "\\x1b]0;pwned\\x07" in line and "\x1b" not in line and "\x07" not in line
+    _harness("publish", "--to", str(root / "docs"), "--run", "hostile", "--results", str(root / "results"), timeout=120)
+    pages = [root / "results" / "hostile" / "report.md", *(root / "docs").rglob("hostile.md")]
+    assert len(pages) == 2
+    for page in pages:
+        text = page.read_text()
+        assert "pwned" in text, page  # shown
+        assert not any((ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f for c in text), page
+        assert not re.search(r"(?<!\\)\]\(javascript:", text) and "\\[click\\]" in text, page  # no live link
