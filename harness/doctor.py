@@ -21,10 +21,11 @@ def checks(gpus_flag: str | None = None, engine_choice: str | None = None, slurm
     gpu_api = check_gpu_api(gpu_api_flag)
     # none asked for: the host's own, as `invoke matrix` takes them for the GPU cells (issue 22: the doctor
     # checked no GPU on a GPU host)
-    found = [Check("GPU ids", True, ",".join(gpus) if gpus else "none asked for")]
+    ids = ",".join(gpus) if gpus else "none asked for"
     if not gpus and gpus_flag is None and slurm is None and gpus_visible():
         gpus = check_gpus("all")
-        found = [Check("GPU ids", True, f"{','.join(gpus)} (none asked for: this host's, as `invoke matrix` takes them)")]
+        ids = f"{','.join(gpus)} (none asked for: this host's, as `invoke matrix` takes them)"
+    found = [Check("GPU ids", True, ids)]
     driver = hostinfo.driver_version()
     found.append(Check("NVIDIA driver", bool(driver) or not gpus_visible(), driver or "none (CPU cells only)",
                        "install the NVIDIA driver", blocking=bool(gpus)))

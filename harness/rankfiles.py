@@ -14,7 +14,6 @@ treat like a missing file (and say so where the record has room)."""
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,26 +35,19 @@ def open_regular(path: Path) -> int:
 
 def head(path: Path, limit: int) -> bytes:
     """At most the first `limit` bytes of `path`."""
-    fd = open_regular(path)
-    try:
-        return _read(fd, limit)
-    finally:
-        os.close(fd)
+    with os.fdopen(open_regular(path), "rb") as handle:
+        return handle.read(limit)  # a buffered read returns all it asks for, or up to the file's end
 
 
 def tail(path: Path, limit: int) -> tuple[bytes, bool]:
     """At most the last `limit` bytes of `path`, from a line's start when the file is longer, and whether
     it was cut."""
-    fd = open_regular(path)
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - limit)
+    with os.fdopen(open_regular(path), "rb") as handle:
+        start = max(0, os.fstat(handle.fileno()).st_size - limit)
         if start == 0:
-            return _read(fd, limit), False
-        os.lseek(fd, start - 1, os.SEEK_SET)  # one byte more: was the window cut mid-line?
-        data = _read(fd, limit + 1)
-    finally:
-        os.close(fd)
+            return handle.read(limit), False
+        handle.seek(start - 1)  # one byte more: was the window cut mid-line?
+        data = handle.read(limit + 1)
     cut = data.find(b"\n")
     return (data[cut + 1:] if cut >= 0 else b""), True
 
@@ -87,6 +79,32 @@ def lines(path: Path, first: int = LOG_HEAD, last: int = LOG_TAIL, width: int = 
         os.close(fd)
 
 
+class Lines:
+    """Bytes that arrive in pieces, split into lines of at most `width` bytes: a longer line comes out as its
+    first `width` bytes, marked cut, and the rest of it is skipped up to its newline, so memory stays at a
+    piece and a line whatever the input. The last line, not yet ended, waits in `partial`. The NCCL logs
+    (lines) and the event files (supervise.EventTail) are split by it."""
+
+    def __init__(self, width: int) -> None:
+        self.width, self.partial, self.skipping = width, b"", False
+
+    def feed(self, data: bytes) -> Iterator[tuple[bytes, bool]]:
+        """The lines that `data` ends, each with whether it was cut."""
+        parts = data.split(b"\n")
+        for i, part in enumerate(parts):
+            ended = i < len(parts) - 1
+            if self.skipping:
+                self.skipping = not ended  # the newline of the overlong line: skip no more
+                continue
+            self.partial += part
+            if ended:
+                line, self.partial = self.partial, b""
+                yield line[:self.width], len(line) > self.width
+            elif len(self.partial) > self.width:  # a line that goes on: keep its start, skip to its end
+                yield self.partial[:self.width], True
+                self.partial, self.skipping = b"", True
+
+
 PIECE = 1 << 20
 
 # The launcher's output (host and slurm engines: launcher.log in the attempt folder, written by the ranks'
@@ -102,12 +120,12 @@ def cap(path: Path, limit: int = LOG_CAP, keep: int = LOG_KEEP) -> bool:
     end; what it writes between the read of the tail and the truncation is lost (a fraction of a second
     of output that is being cut anyway)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = statefile.open_regular(path, one_name=True, writable=True)
     except OSError:
         return False
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size <= limit:
+        if info.st_size <= limit:
             return False
         last = os.pread(fd, keep, info.st_size - keep)
         mark = CUT % (keep >> 20, limit >> 20)
@@ -120,39 +138,14 @@ def cap(path: Path, limit: int = LOG_CAP, keep: int = LOG_KEEP) -> bool:
         os.close(fd)
 
 
-def _read(fd: int, limit: int) -> bytes:
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, PIECE))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def _lines(fd: int, limit: int, width: int) -> Iterator[str]:
-    """The lines of the next `limit` bytes of `fd`; a line longer than `width` is cut, its rest skipped."""
-    partial, left, skipping = b"", limit, False
+    """The lines of the next `limit` bytes of `fd`, split by Lines."""
+    split, left = Lines(width), limit
     while left > 0:
         chunk = os.read(fd, min(left, PIECE))
         if not chunk:
             break
         left -= len(chunk)
-        parts = chunk.split(b"\n")
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if skipping:
-                if not last:
-                    skipping = False
-                continue
-            partial += part
-            if last:
-                if len(partial) > width:  # a line that goes on: keep its start, skip to its end
-                    yield partial[:width].decode("utf-8", errors="replace")
-                    partial, skipping = b"", True
-                continue
-            yield partial[:width].decode("utf-8", errors="replace")
-            partial = b""
-    if partial:
-        yield partial[:width].decode("utf-8", errors="replace")
+        yield from (line.decode("utf-8", errors="replace") for line, _ in split.feed(chunk))
+    if split.partial:
+        yield split.partial.decode("utf-8", errors="replace")

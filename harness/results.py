@@ -288,37 +288,18 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # A record.json of a real run is a few hundred KB (the largest seen, a hang with thread dumps and NCCL
-# log tails of 8 ranks, under 2 MB) and a dozen levels deep; beyond these it is damage, not a record.
+# log tails of 8 ranks, under 2 MB) and a dozen levels deep (statefile.MAX_DEPTH); beyond these it is damage,
+# not a record.
 MAX_RECORD_BYTES = 64 << 20
-MAX_DEPTH = 64
-
-
-def _depth(data: Any) -> int:
-    """How deeply `data` nests (without recursion: a damaged file may nest past Python's stack)."""
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if level <= MAX_DEPTH and isinstance(item, (dict, list)):
-            stack.extend((x, level + 1) for x in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """A record file's JSON object, or ValueError saying what is wrong with it (OSError when unreadable)."""
-    raw = statefile.read_bytes(path, MAX_RECORD_BYTES)  # a FIFO in its place is refused, not waited on
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})" if str(exc) else "not JSON") from None
+    """A record file's JSON object, or ValueError saying what is wrong with it (OSError when unreadable):
+    read as statefile reads (a regular file, without blocking: a FIFO in its place is refused, not waited
+    on; bounded in size and depth)."""
+    data = statefile.read_json(path, MAX_RECORD_BYTES)
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object but {type(data).__name__}")
-    if _depth(data) > MAX_DEPTH:
-        raise ValueError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)")
     return upgrade(data)
 
 

@@ -32,13 +32,14 @@ class Damaged(ValueError):
 REFUSED = frozenset((errno.ELOOP, errno.EINVAL, errno.EMLINK))
 
 
-def open_regular(path: Path, one_name: bool = False) -> int:
-    """A descriptor of `path` for reading, only if it is a regular file reached without a link (O_NOFOLLOW: a
-    link the harness never writes could name any file), opened without blocking (a FIFO in its place is
-    refused, not waited on) and, with `one_name`, with no other name (a hard link); an OSError whose errno
-    is in REFUSED otherwise. The one opener of files read back: the harness's own (here) and what ranks
-    write (rankfiles.py)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+def open_regular(path: Path, one_name: bool = False, writable: bool = False) -> int:
+    """A descriptor of `path` for reading (and writing, when `writable`), only if it is a regular file
+    reached without a link (O_NOFOLLOW: a link the harness never writes could name any file), opened without
+    blocking (a FIFO in its place is refused, not waited on) and, with `one_name`, with no other name (a hard
+    link); an OSError whose errno is in REFUSED otherwise. The one opener of files read back: the harness's
+    own (here) and what ranks write (rankfiles.py)."""
+    mode = os.O_RDWR if writable else os.O_RDONLY
+    fd = os.open(path, mode | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -67,17 +68,37 @@ def read_bytes(path: Path, limit: int) -> bytes:
     return data
 
 
+# A record.json of a real run is a dozen levels deep, the harness's other files fewer; beyond this it is damage
+MAX_DEPTH = 64
+_TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels)"
+
+
+def _depth(data: Any) -> int:
+    """How deeply `data` nests (without recursion: a damaged file may nest past Python's stack)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if level <= MAX_DEPTH and isinstance(item, (dict, list)):
+            stack.extend((x, level + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def read_json(path: Path, limit: int) -> Any:
-    """The JSON value in `path` (read_bytes's rules), else Damaged saying why it is not JSON."""
+    """The JSON value in `path` (read_bytes's rules), at most MAX_DEPTH levels deep, else Damaged saying why
+    it is not such JSON."""
     data = read_bytes(path, limit)
     try:
-        return json.loads(data.decode("utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except RecursionError:
-        raise Damaged("JSON nested too deeply") from None
+        raise Damaged(_TOO_DEEP) from None
     except UnicodeDecodeError as exc:
         raise Damaged(f"not UTF-8 text (byte {exc.start})") from None
     except ValueError as exc:
         raise Damaged(f"not JSON ({exc})") from None
+    if _depth(value) > MAX_DEPTH:
+        raise Damaged(_TOO_DEEP)
+    return value
 
 
 def read_model(cls: type[M], path: Path, limit: int) -> M:

@@ -62,8 +62,8 @@ class EventTail:
     skipped. The file is read as rankfiles reads: a link, a device or a hard link in its place is not read."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.partial, self.malformed = path, 0, b"", 0
-        self.skipping = False  # inside a line longer than MAX_EVENT_LINE: skipped up to its newline
+        self.path, self.offset, self.malformed = path, 0, 0
+        self.lines = rankfiles.Lines(MAX_EVENT_LINE)  # a torn last line waits in lines.partial for its end
 
     def read(self, whole: bool = False) -> list[dict[str, Any]]:
         """The new events; at most EVENTS_PER_READ of the file unless `whole` (the last read, after the
@@ -82,33 +82,19 @@ class EventTail:
                     break
                 left -= len(data)
                 self.offset += len(data)
-                events += self._lines(data)
+                events += self._events(data)
         except OSError:
             pass
         finally:
             os.close(fd)
         return events
 
-    def _lines(self, data: bytes) -> list[dict[str, Any]]:
-        lines = data.split(b"\n")
-        rest = lines.pop()
-        if self.skipping:
-            if not lines:
-                return []
-            lines.pop(0)  # the end of the overlong line
-            self.skipping = False
-        if lines:
-            lines[0] = self.partial + lines[0]
-            self.partial = b""
-        self.partial += rest
-        if len(self.partial) > MAX_EVENT_LINE:
-            self.partial, self.skipping = b"", True
-            self.malformed += 1
+    def _events(self, data: bytes) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        for line in lines:
+        for line, cut in self.lines.feed(data):
             event: Any = None
             try:
-                event = json.loads(line) if len(line) <= MAX_EVENT_LINE else None
+                event = None if cut else json.loads(line)
             except (ValueError, RecursionError):
                 pass
             if well_formed(event):

@@ -89,7 +89,7 @@ def test_an_overlong_event_line_is_skipped_and_counted_and_the_next_events_read(
         fh.write(_line(pid=1))
         fh.write(b"z" * (MAX_EVENT_LINE + (3 << 20)))  # a flood without a newline
     assert [e["pid"] for e in tail.read(whole=True)] == [1]
-    assert tail.malformed == 1 and len(tail.partial) <= MAX_EVENT_LINE
+    assert tail.malformed == 1 and len(tail.lines.partial) <= MAX_EVENT_LINE
     with open(path, "ab") as fh:
         fh.write(b"zzz\n" + _line(pid=2) + _line(pid=3)[:20])
     assert [e["pid"] for e in tail.read()] == [2]
