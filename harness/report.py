@@ -205,6 +205,14 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
             f"--only '{record.id}'")
 
 
+def _engine(run: RunFacts) -> str:
+    """"docker 28.2.2 (runtimes: runc)"; a docker engine whose API podman's service answered says so."""
+    runtimes = f" (runtimes: {', '.join(run.engine_runtimes)})" if run.engine_runtimes else ""
+    if run.engine == "docker" and run.engine_product == "podman":
+        return " ".join(x for x in ("podman", run.engine_version) if x) + " through its Docker-compatible API" + runtimes
+    return " ".join(x for x in (run.engine, run.engine_version) if x) + runtimes
+
+
 def _header(data: RunData) -> list[str]:
     run = data.facts
     gpu_names = ", ".join(f"{n} × {g}" for g, n in Counter(run.host_gpus).items()) if run.host_gpus else "none"
@@ -213,8 +221,7 @@ def _header(data: RunData) -> list[str]:
         ("OS", run.os),
         ("Driver", run.driver or "no NVIDIA driver"),
         ("GPUs", gpu_names + (f" (cells used {', '.join(run.gpus)})" if run.gpus else "")),
-        ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x)
-         + (f" (runtimes: {', '.join(run.engine_runtimes)})" if run.engine_runtimes else "")),
+        ("Engine", _engine(run)),
         # only for runs that recorded it: older runs' reports stay as they were
         *([("GPUs to containers", gpu_text(run.gpu_api, run.gpus))] if run.gpu_api else []),
         ("Harness", f"{run.harness_version} (commit {run.git_commit or '?'})"),

@@ -15,11 +15,12 @@ __all__ = ["EngineJson", "HostJson", "MatrixJson", "RunJson", "RunFacts"]
 
 
 class EngineJson(Model):
-    """The engine's own facts (Engine.facts): these four are read; the rest (api, nodes, ...) kept as written."""
+    """The engine's own facts (Engine.facts): these five are read; the rest (api, nodes, ...) kept as written."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
     WRITTEN_ONLY: ClassVar[bool] = True
     name: Str | None = None
+    product: Str | None = None  # docker engine: "docker" or "podman" (its Docker-compatible service); None before
     version: Str | None = None
     runtimes: tuple[Str, ...] = ()
     flags: tuple[Str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
@@ -90,6 +91,7 @@ class RunFacts(Model):
     gpus: tuple[str, ...] = ()  # the GPU ids the cells used (--gpus)
     gpu_api: GpuApi | None = None  # how containers got the GPUs; None: no container GPUs, or a run before it
     engine: str | None = None
+    engine_product: str | None = None  # docker engine: which service answered its API (docker, podman)
     engine_version: str | None = None
     engine_runtimes: tuple[str, ...] = ()
     engine_flags: tuple[str, ...] = ()  # the `invoke matrix` flags that chose the engine; () in older runs
@@ -129,7 +131,8 @@ class RunFacts(Model):
             problems.extend(seen)
         host, engine = data.host, data.host.engine or EngineJson(name=data.engine)
         return cls(run_id=data.run_id, started=data.started, hostname=host.hostname, os=host.os, driver=host.driver,
-                   host_gpus=host.gpus, gpus=data.gpus, gpu_api=data.gpu_api, engine=engine.name, engine_version=engine.version,
+                   host_gpus=host.gpus, gpus=data.gpus, gpu_api=data.gpu_api, engine=engine.name, engine_product=engine.product,
+                   engine_version=engine.version,
                    engine_runtimes=engine.runtimes, engine_flags=engine.flags,
                    harness_version=host.harness_version or data.harness_version, git_commit=host.git_commit,
                    matrix_path=data.matrix.path, matrix_sha256=data.matrix.sha256, cell_ids=tuple(dict.fromkeys(ids)),

@@ -39,6 +39,34 @@ def engine():
 
 
 @pytest.fixture(scope="session")
+def podman(base_image, tmp_path_factory):
+    """The docker engine through podman's Docker-compatible service (scripts/podman-local.sh: installs
+    Debian's podman when missing, starts `podman system service` on a socket of its own, loads the local
+    base image into podman's store): (DOCKER_HOST, the DockerEngine on it). The service is stopped after."""
+    import signal
+    import subprocess
+
+    import docker
+
+    from harness.engines.docker import DockerEngine
+    from harness.engines.dockerclient import DockerClient
+
+    folder = tmp_path_factory.mktemp("podman")
+    started = subprocess.run(["bash", str(REPO / "scripts" / "podman-local.sh"), str(folder)], capture_output=True,
+                             text=True, timeout=600)
+    if started.returncode != 0:
+        _unavailable(f"scripts/podman-local.sh could not start podman (exit {started.returncode}): {started.stderr[-1500:]}")
+    host = started.stdout.strip().splitlines()[-1]
+    eng = DockerEngine(DockerClient(docker.DockerClient(base_url=host, timeout=600)))
+    yield host, eng
+    left = eng.client.leftovers()
+    pid = folder / "service.pid"
+    if pid.exists():
+        os.kill(int(pid.read_text()), signal.SIGTERM)
+    assert not left, f"the tests left harness containers behind in podman: {left}"
+
+
+@pytest.fixture(scope="session")
 def slurm_cluster() -> None:
     """A Slurm controller that answers: the one configured here, else the one-node Slurm of
     scripts/slurm-local.sh (which installs slurm-wlm and munge when missing; root only)."""

@@ -241,6 +241,10 @@ def test_a_cell_whose_gpus_the_engine_refuses_names_the_way_used_and_the_others_
     ("runc create failed: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
      ["nofile (open files) limit", "default_ulimits in containers.conf"]),
     ("error setting rlimit type 6: operation not permitted", ["nproc (processes) limit", "LimitNPROC="]),
+    # crun, podman's default runtime, names the limit (podman 4.3 on the same VM, seen here)
+    ("OCI runtime error: crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted: OCI permission denied",
+     ["nofile (open files) limit", "default_ulimits in containers.conf"]),
+    ("crun: setrlimit `RLIMIT_NPROC`: Operation not permitted", ["nproc (processes) limit"]),
 ])
 def test_a_refused_resource_limit_is_named_by_its_kind_with_its_fix(text, words):
     from harness.engines.docker import rlimit_refused
@@ -249,3 +253,37 @@ def test_a_refused_resource_limit_is_named_by_its_kind_with_its_fix(text, words)
     for word in words:
         assert word in what + fix, (what, fix)
     assert rlimit_refused("no such image") is None
+
+
+# ------------------------------------------------------------------------------ podman's Docker API
+PODMAN_VERSION = {"Version": "4.3.1", "ApiVersion": "1.41", "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}]}
+DOCKER_VERSION = {"Version": "20.10.24", "ApiVersion": "1.41", "Components": [{"Name": "Engine", "Version": "20.10.24"}]}
+
+
+def test_the_engine_behind_the_docker_api_is_told_by_its_version_answer():
+    from harness.engines.dockerclient import product
+
+    assert product(PODMAN_VERSION) == "podman" and product(DOCKER_VERSION) == "docker"
+    assert product({}) == "docker" and product({"Components": None}) == "docker"
+
+
+def test_podmans_gpu_fixes_are_its_own_and_dockers_name_the_version_cdi_came_in():
+    from harness.engines.docker import PODMAN_GPU_API_FIXES, gpu_api_fix
+
+    assert gpu_api_fix("cdi", PODMAN_VERSION) == PODMAN_GPU_API_FIXES["cdi"]  # not "upgrade Docker to 25"
+    assert gpu_api_fix("nvidia", PODMAN_VERSION) == PODMAN_GPU_API_FIXES["nvidia"]
+    assert gpu_api_fix("cdi", DOCKER_VERSION).startswith("upgrade Docker to 25 or later (this engine is 20.10.24")
+    assert gpu_api_fix("cdi", {"Version": "28.2.2"}) == GPU_API_FIXES["cdi"]
+
+
+def test_the_report_says_podman_answered_and_older_runs_read_as_before():
+    from harness.report import _engine
+    from harness.runfacts import RunFacts
+
+    def engine_row(engine: dict) -> str:
+        return _engine(RunFacts.from_json({"run_id": "r", "host": {"engine": engine}}))
+
+    assert engine_row({"name": "docker", "product": "podman", "version": "4.3.1", "runtimes": ["runc"]}) == \
+        "podman 4.3.1 through its Docker-compatible API (runtimes: runc)"
+    assert engine_row({"name": "docker", "version": "28.2.2", "runtimes": ["runc"]}) == "docker 28.2.2 (runtimes: runc)"
+    assert engine_row({"name": "docker", "product": "docker", "version": "28.2.2"}) == "docker 28.2.2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +20,13 @@ from ..kinds import GPU_APIS, GpuApi
 from ..workload.fingerprint import relevant_env
 from .base import CellSpec, Check, Stop
 from .container import GPU_API_NAMES, ContainerConfig, cdi_device, container_config, gpu_text
-from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN, Container, DockerClient, DockerFailure
+from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN, Container, DockerClient, DockerFailure, product
 
 if TYPE_CHECKING:
     from ..matrix import Cell, Matrix
     from ..progress import Progress
 
-__all__ = ["DockerEngine", "DockerRunning", "GpuProbe", "GPU_API_FIXES", "gpu_api_fix", "image_env",
+__all__ = ["DockerEngine", "DockerRunning", "GpuProbe", "GPU_API_FIXES", "PODMAN_GPU_API_FIXES", "gpu_api_fix", "image_env",
            "LABEL", "LABEL_CELL", "LABEL_OWNER", "LABEL_RUN"]
 
 # What makes each way a container gets GPUs (kinds.GpuApi) work.
@@ -46,9 +46,22 @@ GPU_REFUSALS = ("could not select device driver", "cdi", "nvidia")
 COUNT_GPU_NODES = 'n=0; for f in /dev/nvidia[0-9]*; do [ -e "$f" ] && n=$((n+1)); done; echo "gpu-nodes $n"'
 
 
-def gpu_api_fix(api: GpuApi, engine_version: str | None = None) -> str:
-    """What makes `api` work on this engine: for CDI on an engine older than Docker 25, first a newer one."""
-    major = re.match(r"(\d+)\.", engine_version or "")
+# podman reads CDI specs itself (4.1 and later; NVIDIA's container toolkit guide: "For Podman, NVIDIA
+# recommends using CDI"), and has no NVIDIA runtime of Docker's kind to configure.
+PODMAN_GPU_API_FIXES: dict[GpuApi, str] = {
+    "cdi": "`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (podman reads CDI specs itself: nothing to enable)",
+    "nvidia": "podman has no NVIDIA runtime to configure: give the GPUs through CDI (--gpu-api cdi)",
+}
+
+
+def gpu_api_fix(api: GpuApi, version: Mapping[str, Any] | None = None) -> str:
+    """What makes `api` work on the engine whose GET /version answered `version`: podman's own way; for
+    CDI on a Docker older than 25, first a newer one."""
+    version = version or {}
+    if product(version) == "podman":
+        return PODMAN_GPU_API_FIXES[api]
+    engine_version = str(version.get("Version") or "")
+    major = re.match(r"(\d+)\.", engine_version)
     if api == "cdi" and major and int(major.group(1)) < CDI_SINCE:
         return f"upgrade Docker to 25 or later (this engine is {engine_version}: CDI came in 25), then " + GPU_API_FIXES[api]
     return GPU_API_FIXES[api]
@@ -58,15 +71,19 @@ def gpu_api_fix(api: GpuApi, engine_version: str | None = None) -> str:
 # Seen: type 8 where the engine may not grant the unlimited memlock a GPU cell asks for; types 7 and 6 from
 # podman 4.3's Docker-compatible API, whose default ulimits for containers (nofile 1048576, nproc) exceeded
 # the service's own hard limits on a VM that may not raise them (a CPU cell, which asks for no limit at all).
+# crun (podman's default runtime) names the limit instead: "crun: setrlimit `RLIMIT_NOFILE`: Operation not
+# permitted" (podman 4.3 here, the same VM).
 RLIMITS = {6: "nproc (processes)", 7: "nofile (open files)", 8: "memlock (locked memory)"}
+_RLIMIT_NAMES = {"NPROC": 6, "NOFILE": 7, "MEMLOCK": 8}
 
 
 def rlimit_refused(text: str) -> tuple[str, str] | None:
     """(what happened, fix) when the engine could not set one of the container's resource limits."""
-    if "rlimit" not in text:
+    if "rlimit" not in text.lower():
         return None
     number = re.search(r"rlimit type (\d+)", text)
-    kind = int(number.group(1)) if number else 8
+    named = re.search(r"RLIMIT_([A-Z]+)", text)
+    kind = int(number.group(1)) if number else _RLIMIT_NAMES.get(named.group(1), 8) if named else 8
     if kind == 8:
         return ("the engine may not grant the container unlimited memlock, which NCCL needs",
                 "raise the engine's own limit (systemd: LimitMEMLOCK=infinity in docker.service, then restart it)")
@@ -162,7 +179,7 @@ class DockerEngine:
         except DockerFailure as exc:
             text = str(exc)
             if spec.gpus and any(word in text.lower() for word in GPU_REFUSALS):
-                used, version = config.gpu_api, self.client.version().get("Version")
+                used, version = config.gpu_api, self.client.version()
                 other = next(api for api in GPU_APIS if api != used)
                 raise InfraError(
                     f"this Docker engine refused the cell's GPUs through {gpu_text(used, spec.gpus)}: {text}. "
@@ -182,24 +199,25 @@ class DockerEngine:
     def checks(self, gpus: tuple[str, ...], results_dir: Path | None = None, gpu_api: GpuApi | None = None) -> list[Check]:
         version, info = self.client.version(), self.client.info()
         runtimes = ", ".join(sorted(info.get("Runtimes", {})))
-        checks = [Check("Docker engine", True,
-                        f"{version.get('Version')} (API {version.get('ApiVersion')}; runtimes: {runtimes})")]
+        podman = product(version) == "podman"
+        said = f"podman {version.get('Version')} through its Docker-compatible API" if podman else version.get("Version")
+        checks = [Check("Docker engine", True, f"{said} (API {version.get('ApiVersion')}; runtimes: {runtimes})")]
         works: GpuApi | None = None
         if gpus:
             probes = self.probe_gpus(gpus, None, (gpu_api,) if gpu_api else GPU_APIS, first=False)
             works = next((p.api for p in probes if p.ok), None)
-            checks.append(self._gpu_check(gpus, probes, version.get("Version")))
+            checks.append(self._gpu_check(gpus, probes, version))
         else:
             checks.append(Check("GPUs to containers", True, "not probed (no --gpus; CPU cells need none)"))
         return checks + [self.disk_check(info)] + self._container_view(gpus, works)
 
-    def _gpu_check(self, gpus: tuple[str, ...], probes: list[GpuProbe], engine_version: str | None) -> Check:
+    def _gpu_check(self, gpus: tuple[str, ...], probes: list[GpuProbe], version: Mapping[str, Any]) -> Check:
         """Which way gives a container the GPUs; when none does, each way's refusal and its fix."""
         said = "; ".join(f"{gpu_text(p.api, gpus)}: {p.detail}" for p in probes)
         if any(p.ok for p in probes):
             first = next(p for p in probes if p.ok)
             return Check("GPUs to containers", True, f"through {GPU_API_NAMES[first.api]}; {said}")
-        fix = "; or ".join(f"for {GPU_API_NAMES[p.api]}: {gpu_api_fix(p.api, engine_version)}" for p in probes)
+        fix = "; or ".join(f"for {GPU_API_NAMES[p.api]}: {gpu_api_fix(p.api, version)}" for p in probes)
         return Check("GPUs to containers", False, f"neither way works: {said}", fix + "; or run with --engine host")
 
     def gpu_api(self, gpus: tuple[str, ...], image: str, given: GpuApi | None = None) -> GpuApi | None:
@@ -215,9 +233,9 @@ class DockerEngine:
         found = next((p.api for p in probes if p.ok), None)
         if found is not None:
             return found
-        engine_version = self.client.version().get("Version")
+        version = self.client.version()
         said = "; ".join(f"through {gpu_text(p.api, gpus)}: {p.detail}" for p in probes)
-        fixes = "; or ".join(f"for {GPU_API_NAMES[p.api]}, {gpu_api_fix(p.api, engine_version)}" for p in probes)
+        fixes = "; or ".join(f"for {GPU_API_NAMES[p.api]}, {gpu_api_fix(p.api, version)}" for p in probes)
         raise InfraError(f"a probe container on this Docker engine got GPU(s) {','.join(gpus)} neither way: {said}. "
                          f"Fix: {fixes}; or run with --engine host.")
 
@@ -285,8 +303,10 @@ class DockerEngine:
             result = self.client.run_once(probe.image, list(probe.command), timeout=60,
                                           labels={f"{LABEL}.doctor": "1"}, **probe.sdk_kwargs())
         except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
+            refused = rlimit_refused(str(exc))
             return [Check("test container", False, str(exc)[:300],
-                          f"for GPUs: {gpu_api_fix(gpu_api)}" if gpu_api else "check the engine")]
+                          refused[1] if refused else f"for GPUs: {gpu_api_fix(gpu_api)}" if gpu_api else
+                          "check the engine: `docker run --rm IMAGE true` should work")]
         lines = result.output.strip().splitlines()
         checks = []
         try:

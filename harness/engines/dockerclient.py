@@ -113,6 +113,14 @@ def _failures() -> Iterator[None]:
         raise DockerFailure(short(exc)) from None
 
 
+def product(version: Any) -> str:
+    """Which engine answers the Docker API: podman's compatible service names its component "Podman
+    Engine" in GET /version (podman 4.3, seen here), dockerd "Engine"."""
+    components = version.get("Components") if isinstance(version, dict) else None
+    names = [c.get("Name", "") for c in components or [] if isinstance(c, dict)]
+    return "podman" if any("podman" in str(n).lower() for n in names) else "docker"
+
+
 class DockerClient:
     """A connection to one Docker engine."""
 
@@ -140,12 +148,12 @@ class DockerClient:
         return dict(self._sdk.info())
 
     def facts(self) -> dict[str, Any] | None:
-        """Version, API version and runtimes; None when the engine does not answer."""
+        """Product (docker or podman), version, API version and runtimes; None when the engine does not answer."""
         try:
             version, details = self._sdk.version(), self._sdk.info()
         except docker.errors.DockerException:
             return None
-        return {"version": version.get("Version"), "api": version.get("ApiVersion"),
+        return {"product": product(version), "version": version.get("Version"), "api": version.get("ApiVersion"),
                 "runtimes": sorted(details.get("Runtimes", {}))}
 
     # ------------------------------------------------------------------------------------------ images
