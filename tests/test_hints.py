@@ -306,6 +306,8 @@ CASES = [
                                        error_class="cuda"), {
         "NVLS state": warned("transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error'"),
         "correctable": failed("RuntimeError: CUDA error: an illegal memory access was encountered", error_class="cuda"),
+        "an application's Xid": failed("", launcher_tail="NVRM: Xid (PCI:0000:48:00): 13, pid=2338, Graphics "
+                                       "Exception: ESR 0x404600=0x80000002", error_class="cuda"),
     }),
     ("gpu-exclusive-process", failed("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
                                      error_class="cuda"), {
