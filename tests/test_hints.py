@@ -157,6 +157,15 @@ CASES = [
         "large shm": shm_fail(shm=GiB),
         "other failure": shm_fail(error_class="cuda", error="CUDA error: an illegal memory access"),
         "shm unknown": shm_fail(shm=None),
+        "permission denied": shm_fail(error="NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x "
+                                            "(size 9637888), error: Permission denied (13)"),
+    }),
+    ("shm-permission-denied", warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
+                                     error_class="shm"), {
+        "out of space": warned("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+                               error_class="shm"),
+        "newer NCCL, out of space": warned("misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
+                                           "/dev/shm/nccl-x (size 9637888), error: No space left on device (28)"),
     }),
     ("nccl-cumem-host-numa", numa_fail(), {
         "NCCL 2.26.5": numa_fail(nccl_loaded="2.26.5"),
@@ -180,6 +189,12 @@ CASES = [
         "other NCCL error": make_record(status="fail", phase="init", error_class="nccl",
                                         error="ncclSystemError: socket connect failed"),
     }),
+    ("rank-gpu-index-out-of-range", failed("RuntimeError: CUDA error: invalid device ordinal", error_class="cuda"), {
+        "passed": make_record(status="pass", launcher_tail="RuntimeError: CUDA error: invalid device ordinal"),
+        "the container hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization "
+                                     "error: cuda error: invalid device ordinal"),
+        "two ranks on one GPU": failed("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000"),
+    }),
     ("memlock-too-low", memlock_fail(), {
         "unlimited": memlock_fail(memlock="unlimited"),
         "64 MiB": memlock_fail(memlock=64 * MiB),
@@ -189,6 +204,13 @@ CASES = [
         "verified": make_record(gpus=(RTX, RTX), peer_access=[{"src": 0, "dst": 1, "claimed": True, "verified": True}]),
         "not claimed": make_record(gpus=(RTX, RTX), peer_access=[{"src": 0, "dst": 1, "claimed": False, "verified": None}]),
         "not checked": make_record(gpus=(RTX, RTX), peer_access=[{"src": 1, "dst": 0, "claimed": True, "verified": None}]),
+    }),
+    ("peer-access-unsupported", warned("transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+                                       "access is not supported between these two devices"), {
+        "cuMem host sharing": warned("transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported "
+                                     "between these two devices'"),
+        "another IPC error": warned("transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 11 invalid "
+                                    "argument"),
     }),
     ("shm-sigbus", failed("Caught signal 7 (Bus error: nonexistent physical address)", shm=64 * MiB), {
         "large shm": failed("Caught signal 7 (Bus error: nonexistent physical address)", shm=16 * GiB),
@@ -235,9 +257,31 @@ CASES = [
                               "version", phase="startup"), {
         "out of memory": failed("RuntimeError: CUDA error: out of memory", phase="startup"),
     }),
+    ("nccl-built-for-newer-cuda", warned("init.cc:1582 NCCL WARN Cuda failure 'CUDA driver version is insufficient "
+                                         "for CUDA runtime version'", error_class="driver"), {
+        "the application's own CUDA": failed("RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA "
+                                             "runtime version", phase="startup"),
+    }),
+    ("cuda-compat-unsupported-gpu", failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: "
+                                           "forward compatibility was attempted on non supported HW", phase="startup"), {
+        "fabric manager": failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet "
+                                 "initialized", phase="startup"),
+    }),
     ("nvml-driver-mismatch", failed("", phase="startup", launcher_tail="Failed to initialize NVML: Driver/library "
                                                                       "version mismatch"), {
         "another NVML error": failed("", phase="startup", launcher_tail="Failed to initialize NVML: Unknown Error"),
+    }),
+    ("no-gpu-in-container", failed("RuntimeError: Found no NVIDIA driver on your system. Please check that you "
+                                   "have an NVIDIA GPU and installed a driver", phase="startup"), {
+        "the host hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization error: cuda "
+                                "error: no cuda-capable device is detected"),
+        "a lost GPU": failed("CUDA Error: no CUDA-capable device is detected\nUnable to determine the device handle "
+                             "for GPU 0000:03:00.0: GPU is lost.", phase="startup"),
+    }),
+    ("container-gpu-runtime-missing", failed("", phase="startup", launcher_tail="docker: Error response from daemon: "
+                                             "could not select device driver \"\" with capabilities: [[gpu]]."), {
+        "NVML mismatch in the hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization "
+                                            "error: nvml error: driver/library version mismatch: unknown."),
     }),
     ("nccl-two-libraries", failed("ImportError: /venv/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
                                   phase="startup"), {
@@ -253,6 +297,26 @@ CASES = [
     }),
     ("illegal-memory-access", failed("CUDA error: an illegal memory access was encountered", error_class="cuda"), {
         "misaligned": failed("CUDA error: misaligned address", error_class="cuda"),
+    }),
+    ("cuda-arch-not-in-build", failed("RuntimeError: CUDA error: no kernel image is available for execution on the "
+                                      "device", error_class="cuda"), {
+        "illegal address": failed("CUDA error: an illegal memory access was encountered", error_class="cuda"),
+    }),
+    ("gpu-lost-hardware-fault", failed("RuntimeError: CUDA error: uncorrectable ECC error encountered",
+                                       error_class="cuda"), {
+        "NVLS state": warned("transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error'"),
+        "correctable": failed("RuntimeError: CUDA error: an illegal memory access was encountered", error_class="cuda"),
+        "an application's Xid": failed("", launcher_tail="NVRM: Xid (PCI:0000:48:00): 13, pid=2338, Graphics "
+                                       "Exception: ESR 0x404600=0x80000002", error_class="cuda"),
+    }),
+    ("gpu-exclusive-process", failed("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+                                     error_class="cuda"), {
+        "out of memory": failed("RuntimeError: CUDA error: out of memory", error_class="oom"),
+    }),
+    ("bf16-unsupported-gpu", failed("RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype "
+                                    "to float16.", phase="prepare", error_class="cuda"), {
+        "fp16 overflow": failed("RuntimeError: value cannot be converted to type at::Half without overflow",
+                                phase="step", error_class="other"),
     }),
     ("ddp-prepare-oom", failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB",
                                phase="prepare", error_class="oom"), {
@@ -343,7 +407,7 @@ def test_loaded_nccl_falls_back_to_the_nccl_log_then_the_cell():
 
 def test_text_is_searched_in_launcher_tail_and_forensics():
     tail = make_record(status="fail", phase="startup", launcher_tail="RuntimeError: CUDA error: invalid device ordinal")
-    assert "two-ranks-one-gpu" in ids(tail)
+    assert "rank-gpu-index-out-of-range" in ids(tail)
     hung = make_record(status="hang", phase="init")
     hung["attempts"][0]["raw"]["forensics"] = {"nccl_tail": {"1": "init.cc:497 NCCL WARN Duplicate GPU detected"}}
     assert "two-ranks-one-gpu" in ids(hung)

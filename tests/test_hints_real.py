@@ -262,7 +262,36 @@ FORMATS = [
     ("traceback", "OSError: libnccl.so.2: cannot open shared object file: No such file or directory", "libnccl-missing"),
     ("rank-error", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2003, remote process exited or there was a network error, NCCL version 2.27.3\nncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\nLast error:\nsocketProgress: Connection closed by remote peer node2<51159>", "remote-peer-lost"),
     ("nccl-log", "node1:1:9 [1] enqueue.cc:1665 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'", "illegal-memory-access"),
+    # issue 23, GPU / driver / container / ranks: the same causes in other versions' and tools' words
+    ("rank-error", "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)", "cuda-compat-unsupported-gpu"),
+    ("nccl-log", "node1:1:2 [0] init.cc:1582 NCCL WARN Cuda failure 35 'CUDA driver version is insufficient for CUDA runtime version'", "nccl-built-for-newer-cuda"),
+    ("rank-error", "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 35 'CUDA driver version is insufficient for CUDA runtime version'", "nccl-built-for-newer-cuda"),
+    ("rank-error", "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorDevicesUnavailable: CUDA-capable device(s) is/are busy or unavailable", "gpu-exclusive-process"),
+    ("rank-error", "[rank1]: RuntimeError: CUDA error: invalid device ordinal", "rank-gpu-index-out-of-range"),
+    ("rank-error", "ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.", "bf16-unsupported-gpu"),
+    ("nccl-log", "node1:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Ab12Cd (size 9637888), error: Permission denied (13)", "shm-permission-denied"),
+    ("rank-error", "RuntimeError: CUDA error: no CUDA-capable device is detected", "no-gpu-in-container"),
+    ("launcher", "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "container-gpu-runtime-missing"),
+    ("rank-error", "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device", "cuda-arch-not-in-build"),
+    ("dmesg", "[ 1843.308145] NVRM: Xid (PCI:0000:44:00): 79, pid=2338, GPU has fallen off the bus.", "gpu-lost-hardware-fault"),
+    ("nccl-log", "node1:1:9 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported between these two devices", "peer-access-unsupported"),
 ]
+
+
+def test_a_permission_error_on_dev_shm_is_not_called_a_size_problem():
+    """NCCL's "error: Permission denied" on its /dev/shm segment names the mount's mode, not its size."""
+    entry = {"id": "format", "where": "nccl-log", "expected_class": "shm", "cause": "?",
+             "excerpt": "node1:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
+                        "/dev/shm/nccl-Ab12Cd (size 9637888), error: Permission denied (13)"}
+    got = fired(with_fingerprint(log_record(entry), shm=64 * MiB))
+    assert "shm-permission-denied" in got and "shm-too-small" not in got
+
+
+def test_nccl_saying_the_driver_is_too_old_is_not_the_generic_driver_hint():
+    """The "driver version is insufficient" printed by NCCL's own CUDA runtime names NCCL's build."""
+    got = fired(log_record(entries()["nccl-cuda-mismatch-2"]))
+    assert "nccl-built-for-newer-cuda" in got and "driver-too-old" not in got
+    assert "driver-too-old" in fired(log_record(entries()["driver-too-old-3"]))
 
 
 @pytest.mark.parametrize("where,line,hint_id", FORMATS, ids=[f[2] + "-" + str(i) for i, f in enumerate(FORMATS)])

@@ -47,6 +47,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"system not yet initialized|cudaErrorSystemNotReady|"
                           r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
                           r"cudaErrorCompatNotSupportedOnDevice", re.I)),
+    # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
+    # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
+    # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
+    # unknown runtime or unresolvable CDI device. No rank started, so it is the launcher's failure; an
+    # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
+    ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
+                            r"unknown or invalid runtime name|unresolvable CDI devices", re.I)),
     # InfiniBand verbs failing (registering memory, creating queue pairs): NCCL's network transport,
     # even where the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
     ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB", re.I)),
@@ -59,7 +66,12 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"undefined symbol|doesn't have NCCL built in|NCCL is not available", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
-                        r"device-side assert|uncorrectable ECC|Xid", re.I)),
+                        r"device-side assert|uncorrectable ECC|Xid|"
+                        # the GPU itself: lost from the bus, kernels missing for its architecture, no
+                        # bfloat16
+                        r"fallen off the bus|GPU is lost|Unable to determine the device handle|"
+                        r"no kernel image is available|not compatible with the current PyTorch installation|"
+                        r"does not support bfloat16|Bfloat16 is only supported", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error")),
@@ -74,7 +86,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"NCCL|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN ")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
-                        r"Torch not compiled with CUDA", re.I)),
+                        r"Torch not compiled with CUDA|"
+                        # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
+                        r"peer access is not supported", re.I)),
 ]
 
 
