@@ -122,6 +122,8 @@ def _matches(record: CellRecord) -> dict[str, hints.Match]:
 
 @pytest.fixture(scope="module")
 def tools() -> None:
+    if os.geteuid() != 0:
+        _unavailable("entering a container's network namespace (nsenter -n) needs root")
     for tool in ("nsenter", "iptables"):
         if shutil.which(tool) is None:
             _unavailable(f"no {tool} on this host (util-linux, iptables; scripts/setup.sh installs iptables)")
