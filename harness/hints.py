@@ -59,6 +59,7 @@ class Facts:
     env_known: bool = False  # the ranks' environment was seen (fingerprint, NCCL log), not only the variant's
     launcher_changed: frozenset[str] | None = None  # None without a fingerprint
     peer_unverified: bool | None = None  # None when no GPU pair was checked
+    ranks_behind: tuple[int, ...] | None = None  # the ranks behind when the hang was declared; None: not known
     texts: tuple[str, ...] = ()  # each at most textmatch.MAX_TEXT characters: a longer text is its head and its tail
 
 
@@ -69,6 +70,22 @@ _DRIVER_VERSION = re.compile(r"\bDriver Version:\s*(\d+\.\d+(?:\.\d+)?)")
 
 def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
     return next((version(m.group(1)) for t in texts for m in [pattern.search(t)] if m), None)
+
+
+# torch's desync report (TORCH_NCCL_DESYNC_DEBUG=1; TraceUtils.h analyzeMissingRanks) names ranks that
+# never joined: "To our best knowledge, ranks [1, 3] are the lagging ranks that caused this timeout."
+_LAGGING = re.compile(r"ranks \[(\d+(?:, ?\d+)*)\] are the lagging ranks that caused this timeout")
+
+
+def _ranks_behind(outcome: Outcome | None, texts: Iterable[str]) -> tuple[int, ...] | None:
+    """The ranks behind when the hang was declared: the outcome's own (the supervisor's stall, or the
+    ranks that did not report torch's watchdog timeout; empty when every rank waited inside the same
+    collective), else the lagging ranks torch's desync report names; None when nothing says."""
+    found = outcome.detail.get("ranks_behind") if outcome and outcome.status == "hang" else None
+    if isinstance(found, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in found):
+        return tuple(found)
+    lagging = next((m.group(1) for t in texts for m in [_LAGGING.search(t)] if m), None)
+    return tuple(int(r) for r in lagging.split(",")) if lagging else None
 
 
 def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
@@ -134,6 +151,7 @@ def facts(record: CellRecord | Any) -> Facts:
         launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual)
         if fp else None,
         peer_unverified=_peer_unverified(fp),
+        ranks_behind=_ranks_behind(outcome, texts),
         texts=texts,
     )
 
@@ -182,6 +200,7 @@ CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "env_unset": _env_unset,
     "launcher_changed": lambda f, names: _known(f.launcher_changed, lambda have: bool(have.intersection(names))),
     "peer_unverified": lambda f, want: _known(f.peer_unverified, lambda have: have is want),
+    "ranks_behind": lambda f, want: _known(f.ranks_behind, lambda have: bool(have) is want),
     # "any" is handled by _evaluate: a list of condition sets, one of which must hold.
 }
 
@@ -196,7 +215,8 @@ UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the
               "accelerate": "the Accelerate version", "nccl_loaded": "the NCCL version",
               "shm_below": "the /dev/shm size", "memlock_below": "the memlock limit",
               "env_unset": "the ranks' environment", "launcher_changed": "what the launcher changed",
-              "peer_unverified": "GPU peer access"}
+              "peer_unverified": "GPU peer access",
+              "ranks_behind": "which ranks were behind"}
 
 
 @dataclass(frozen=True)

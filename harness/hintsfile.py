@@ -230,6 +230,7 @@ class Conditions(_Strict):
     env_unset: _Strings | None = None
     launcher_changed: _Strings | None = None
     peer_unverified: StrictBool | None = None
+    ranks_behind: StrictBool | None = None
     any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
 
     @field_validator("*", mode="before")

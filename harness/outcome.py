@@ -291,6 +291,15 @@ def _hang(raw: RawAttempt, stall: Stall) -> Outcome:
                    detail={"ranks_behind": list(stall.ranks_behind), "why_behind": why})
 
 
+def _timed_out(raw: RawAttempt, watchdog: dict[str, Any]) -> set[int]:
+    """The ranks that reported the same timeout themselves: they were waiting inside that collective, not
+    behind (issue 23: when every rank did, the path between them is what broke, not a slow rank)."""
+    texts = [s.error.message for s in raw.rank_states.values() if s.error and s.error.message]
+    found = {int(m.group(1)) for text in [*texts, raw.launcher_tail, *raw.nccl_tails] for m in _WATCHDOG.finditer(text or "")
+             if m.group(1) and int(m.group(2)) == watchdog["seq_num"] and m.group(3) == watchdog["op_type"]}
+    return found | {r for r, s in raw.rank_states.items() if s.error and _GLOO_TIMEOUT.search(s.error.message or "")}
+
+
 def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
     """A rank torn down by torch's watchdog was waiting in a collective that never completed: a hang in
     its phase, whatever torch did next. The ranks that did not report the timeout are the ones behind."""
@@ -299,9 +308,10 @@ def _caught_by_watchdog(raw: RawAttempt, watchdog: dict[str, Any]) -> Outcome:
     phase = ranks[waiting].phase if waiting in ranks else None
     lead = max((s.phase for s in ranks.values() if s.phase), key=phase_index, default=None)
     phase = phase or lead or STARTUP
+    timed_out = _timed_out(raw, watchdog)
     behind = {str(r): f"still in {s.phase or STARTUP}" if s.phase is None or phase_index(s.phase) < phase_index(phase)
               else f"did not join the {watchdog['op_type']} in {s.phase}"
-              for r, s in sorted(ranks.items()) if r != waiting and not s.result}
+              for r, s in sorted(ranks.items()) if r != waiting and not s.result and r not in timed_out}
     for rank in range(raw.expected_ranks):
         if rank not in ranks:
             behind[str(rank)] = "never started (no events)"

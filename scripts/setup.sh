@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up this host for the harness, idempotently: Python dependencies, a running Docker engine
-# (Debian's docker.io when none is reachable), debootstrap, and the local base image.
+# (Debian's docker.io when none is reachable), debootstrap, iptables, and the local base image.
 # Needs root for the system parts; never touches an engine that already answers.
 # Prints one line per step with its duration; everything the steps print (pip, apt, debootstrap: about
 # 400 lines) goes to .cache/setup.log. A failing step shows the tail of that log and its path, and the
@@ -60,6 +60,14 @@ if command -v debootstrap >/dev/null 2>&1; then
   say "debootstrap: already installed"
 else
   step "debootstrap: apt-get install debootstrap" apt_install debootstrap
+fi
+
+# tests/test_hang_advice.py cuts the path between a cell's ranks for real: nsenter (util-linux) into the
+# container's network namespace, then iptables drops what arrives there
+if command -v iptables >/dev/null 2>&1; then
+  say "iptables: already installed"
+else
+  step "iptables: apt-get install iptables" apt_install iptables
 fi
 
 step "base image harness-base:bookworm" python3 -m harness base-image

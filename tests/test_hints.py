@@ -50,10 +50,11 @@ def make_record(
     error: str | None = None,
     launcher_tail: str = "",
     nccl_warnings: tuple[str, ...] = (),
+    detail: dict | None = None,
 ) -> dict:
     """A cell record shaped like results/<run>/cells/<cell>/record.json, with only what hints read."""
     outcome = {"status": status, "reason": reason, "seconds": 1.0, "phase": phase,
-               "error_class": error_class, "detail": {}}
+               "error_class": error_class, "detail": detail or {}}
     fingerprint = {
         "torch": torch, "accelerate": accelerate, "nccl_compiled": "2.28.9",
         "nccl_loaded": {"version": nccl_loaded, "path": "/x/libnccl.so.2"},
@@ -141,6 +142,20 @@ def warned(*warnings: str, **kw: Any) -> dict:
     base = dict(status="fail", phase="init", error_class="nccl", nccl_warnings=warnings)
     return make_record(**(base | kw))
 
+# torch's watchdog line, and the hang detail the classifier writes (outcome._hang, _caught_by_watchdog)
+WATCHDOG = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=90000) ran for 90011 milliseconds before timing out.")
+BEHIND = {"ranks_behind": [1], "why_behind": {"1": "silent for 9s (stopped or frozen)"}}
+ALL_WAITING: dict = {"ranks_behind": [], "why_behind": {}}
+
+
+def stalled(detail: dict, phase: str = "step") -> dict:
+    """The supervisor's own hang verdict: no watchdog text, only the stall and who was behind."""
+    who = "rank 1 silent for 9s (stopped or frozen)" if detail.get("ranks_behind") else "all ranks waiting"
+    return make_record(status="hang", phase=phase, reason=f"no progress for 9s in {phase} (threshold 8s); {who}",
+                       detail=detail)
+
+
 # (hint id, record that shows the signature, near misses that must not trigger it)
 CASES = [
     ("rtx40-p2p-hang", rtx_hang(), {
@@ -216,11 +231,18 @@ CASES = [
         "large shm": failed("Caught signal 7 (Bus error: nonexistent physical address)", shm=16 * GiB),
         "another signal": failed("Caught signal 11 (Segmentation fault: address not mapped)", shm=64 * MiB),
     }),
-    ("watchdog-timeout", failed("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType="
-                                "BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=90000) ran for 90011 milliseconds "
-                                "before timing out.", status="hang", phase="prepare"), {
+    ("watchdog-timeout", failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND), {
         "watchdog ended by an error": failed("Process group watchdog thread terminated with exception: CUDA error: "
                                              "an illegal memory access was encountered"),
+        "every rank waited inside the collective": failed(WATCHDOG, status="hang", phase="prepare", detail=ALL_WAITING),
+        "the supervisor's hang, no rank behind": stalled(ALL_WAITING),
+    }),
+    ("transport-hang", stalled(ALL_WAITING), {
+        "rank 1 behind": stalled(BEHIND),
+        "torch's watchdog, rank 1 behind": failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND),
+        "a failure": failed("ncclSystemError: socket connect failed", detail=ALL_WAITING),
+        "who was behind not known": stalled({}),
+        "hung before any collective": stalled(ALL_WAITING, phase="fingerprint"),
     }),
     ("remote-peer-lost", failed("DistBackendError: NCCL error in: NCCLUtils.hpp:268, remote process exited or there "
                                 "was a network error, NCCL version 2.21.5"), {
@@ -661,3 +683,56 @@ def test_a_wrapper_hint_gives_way_to_the_specific_cause():
     assert [m.hint.id for m in hints.match(record(wrapped))] == ["nccl-no-socket-interface"]
     alone = wrapped.rsplit("\n", 1)[0] + "\nsome reason no hint knows"
     assert [m.hint.id for m in hints.match(record(alone))] == ["nccl-invalid-usage"]
+
+
+# ---------------------------------------------------------------- a hang's advice from who was behind (issue 23)
+def advice(record: dict) -> dict[str, hints.Match]:
+    return {m.hint.id: m for m in match(record)}
+
+
+@pytest.mark.parametrize("record", [stalled(BEHIND), failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND)],
+                         ids=["supervisor's hang", "torch's watchdog"])
+def test_a_rank_behind_gets_the_find_that_rank_advice(record):
+    got = advice(record)
+    assert set(got) == {"watchdog-timeout"} and got["watchdog-timeout"].certain
+    assert hints.facts(record).ranks_behind == (1,)
+    fix = got["watchdog-timeout"].hint.fix
+    assert "Find the rank that is behind" in fix and "forensics" in fix and "only when it is slow on purpose" in fix
+
+
+@pytest.mark.parametrize("record", [stalled(ALL_WAITING), failed(WATCHDOG, status="hang", phase="prepare", detail=ALL_WAITING)],
+                         ids=["supervisor's hang", "torch's watchdog"])
+def test_every_rank_waiting_gets_the_transport_advice_never_a_longer_timeout(record):
+    got = advice(record)
+    assert set(got) == {"transport-hang"} and got["transport-hang"].certain
+    assert hints.facts(record).ranks_behind == ()
+    hint = got["transport-hang"].hint
+    for words in ("invoke rescue", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_IB_DISABLE=1", "NCCL_NET=Socket",
+                  "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        assert words in hint.fix, words
+    assert "raise the timeout" not in (hint.fix + hint.explanation).lower()
+
+
+def test_a_log_alone_does_not_say_who_was_behind_so_only_possibly():
+    record = failed(WATCHDOG)  # a pasted log: the watchdog's line, no hang detail
+    assert hints.facts(record).ranks_behind is None
+    got = advice(record)
+    assert set(got) == {"watchdog-timeout"}
+    assert not got["watchdog-timeout"].certain and got["watchdog-timeout"].unknown == ("ranks_behind",)
+    assert got["watchdog-timeout"].caveat == "the log matches; which ranks were behind was not measured"
+    # a hang with no detail and nothing in its logs: no advice either way, not even possibly
+    assert advice(stalled({})) == {}
+
+
+def test_torchs_desync_report_names_the_lagging_ranks():
+    report = (WATCHDOG + "\n\t - To our best knowledge, ranks [1, 3] are the lagging ranks that caused this timeout. "
+              "They never joined any collectives")
+    record = failed(report)  # a log alone, but torch said who was behind
+    assert hints.facts(record).ranks_behind == (1, 3)
+    got = advice(record)
+    assert set(got) == {"watchdog-timeout"} and got["watchdog-timeout"].certain
+
+
+@pytest.mark.parametrize("bad", [None, "1", [1, "2"], [True], {"1": "x"}])
+def test_a_malformed_ranks_behind_is_not_known(bad):
+    assert hints.facts(stalled({"ranks_behind": bad})).ranks_behind is None

@@ -167,6 +167,12 @@ CASES = [
          "0": rank("prepare", None, None), "1": rank("prepare", None, None)}},
      "hang", "prepare", None, ["ALLGATHER (SeqNum=2) did not complete in prepare",
                                "caught by torch's watchdog after 90s on rank 0", "rank 1 did not join"]),
+    ("every rank timing out in the same collective: none was behind",
+     {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "ranks": {
+         r: rank("step", err("step", "timeout", "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+                             "Timed out waiting 30000ms for recv operation to complete"), "error") for r in ("0", "1")}},
+     "hang", "step", None, ["gloo recv did not complete in step", "caught by gloo's timeout after 30s on rank 0",
+                            "all ranks waiting"]),
 ]
 
 
@@ -254,3 +260,21 @@ def test_other_startup_failures_are_not_called_a_missing_command():
                  "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
                  "RuntimeError: the rendezvous timed out"):
         assert outcome.missing_command(text, "host") is None, text
+
+
+def test_who_was_behind_when_the_watchdog_fired():
+    """The ranks that did not report the timeout are behind; one that reported the same timeout too was
+    waiting inside the collective (issue 23: hints.yaml's watchdog-timeout and transport-hang are split on
+    this), also when the watchdog took its process down before it could record an error or a result."""
+    one = {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": WATCHDOG_TAIL,
+           "ranks": {"0": rank("prepare", None, None), "1": rank("prepare", None, None)}}
+    assert classify(one).detail["ranks_behind"] == [1]
+    rank_1 = WATCHDOG_TAIL.replace("[rank0]", "[rank1]").replace("[Rank 0]", "[Rank 1]").split("Failures:")[0]
+    both = {**one, "launcher_tail": rank_1 + WATCHDOG_TAIL}
+    assert classify(both).detail["ranks_behind"] == [] and "all ranks waiting" in classify(both).reason
+    later = {**one, "launcher_tail": rank_1.replace("SeqNum=2", "SeqNum=1") + WATCHDOG_TAIL}  # not the same collective
+    assert classify(later).detail["ranks_behind"] != []
+    gloo = "Timed out waiting 30000ms for recv operation to complete"
+    no_result = {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2,
+                 "ranks": {r: rank("step", err("step", "timeout", gloo), None) for r in ("0", "1")}}
+    assert classify(no_result).detail["ranks_behind"] == []
