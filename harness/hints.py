@@ -32,7 +32,7 @@ from packaging.version import Version
 from harness.errors import HintsError
 from harness.hintsfile import DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read, version
 from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
-from harness.textmatch import clip
+from harness.textmatch import searched
 
 __all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
            "Conditions", "Facts", "Hint", "HintsError", "Match", "Rule", "check", "facts", "hints_file", "load", "match",
@@ -90,15 +90,16 @@ def _ranks_behind(outcome: Outcome | None, texts: Iterable[str]) -> tuple[int, .
 
 def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
     """Where error text lives: outcome reason, rank errors, launcher output, NCCL warnings, NCCL log
-    tails and the thread dumps of a hang; each cut to the head and tail that a pattern is searched in
-    (textmatch.clip: the ranks wrote them, of any size)."""
+    tails and the thread dumps of a hang; each as written, as normalised and on one line (a log as
+    someone pasted it: JSON records, rank prefixes, timestamps, wrapped lines; textmatch.searched), each
+    cut to the head and tail that a pattern is searched in (the ranks wrote them, of any size)."""
     found: list[Any] = [outcome.reason if outcome else None, raw.launcher_tail, raw.infra_reason]
     for state in raw.rank_states.values():
         found += [state.error.type, state.error.message] if state.error else []
     for log in raw.nccl.values():
         found += [*log.warnings, *log.errors]
     found += [*raw.nccl_tails, *raw.thread_dumps]
-    return tuple(dict.fromkeys(part for t in found if isinstance(t, str) and t for part in clip(t)))
+    return tuple(dict.fromkeys(part for t in found if isinstance(t, str) and t for part in searched(t)))
 
 
 def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[str]:

@@ -30,6 +30,7 @@ character of the Basic Multilingual Plane and the pattern's own characters. It e
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -66,6 +67,75 @@ def clip(text: str) -> tuple[str, ...]:
         return (text,)
     half = MAX_TEXT // 2
     return text[:half], text[-half:]
+
+
+# ---------------------------------------------------------------- logs as people paste them
+# What stands in front of a log line once it went through a launcher, a scheduler or a log collector
+# (issue 23: the same NCCL or torch line behind each of these, in public threads): an ISO or syslog
+# timestamp; torch's `[rank3]:` and torchrun's `[default0]:`; `srun -l`'s `0: `; mpirun's
+# `[1,0]<stderr>:`; Ray's `(RayTrainWorker pid=123, ip=10.0.0.1)`; docker compose's `trainer-1  | `;
+# a log level with its separator. Each is stripped, several in a row, before patterns are searched.
+_PREFIX = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]{0,4}"  # 2024-01-02T03:04:05.1Z
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} (?:kernel: )?"  # syslog: Jan  2 03:04:05 host
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?[ \t]{1,4}"  # 03:04:05.123
+    r"|\[(?:rank|default|Rank |RANK )?\d{1,6}\]: ?"  # [rank3]: [default0]:
+    r"|\[\d{1,6},\d{1,6}\]<std(?:out|err)>: ?"  # mpirun --tag-output
+    r"|\d{1,6}: "  # srun -l
+    r"|\(\w{1,64} pid=\d{1,10}(?:, ip=[\d.:a-f]{1,45})?\) "  # Ray workers
+    r"|[\w.-]{1,64}[ \t]{1,32}\| "  # docker compose service
+    r"|(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|E|W|I)[ \t]{0,2}(?:\||:|-)[ \t]?"  # log levels (glog's E1202 too, below)
+    r"|[EWI]\d{4} \d\d:\d\d:\d\d\.\d{1,9}[ \t]{1,4}\d{1,10} [\w.-]{1,64}:\d{1,6}\] "  # glog: E1202 03:04:05.123 42 x.cpp:7]
+    r")")
+# A JSON log record (Kubernetes' container logs, fluentd, journald's JSON, structured loggers): its
+# message is what the line said.
+_MESSAGE_KEYS = ("log", "message", "msg", "MESSAGE", "text")
+_MAX_JSON_LINE = 64 * 1024
+
+
+def _unwrapped(line: str) -> str:
+    """The message of a JSON log record (its `log`, `message`, `msg`... string), else the line."""
+    bare = line.strip()
+    if not (bare.startswith("{") and bare.endswith("}")) or len(bare) > _MAX_JSON_LINE:
+        return line
+    try:
+        record = json.loads(bare)
+    except ValueError:
+        return line
+    if not isinstance(record, dict):
+        return line
+    return next((record[k] for k in _MESSAGE_KEYS if isinstance(record.get(k), str)), line)
+
+
+def _stripped(line: str) -> str:
+    for _ in range(4):  # a timestamp, then a rank, then a level...
+        m = _PREFIX.match(line)
+        if not m or not m.group(0):
+            break
+        line = line[m.end():]
+    return line
+
+
+def normalise(text: str) -> str:
+    """A pasted log as the program wrote it: JSON log records unwrapped to their message, the
+    prefixes launchers and collectors put in front of each line stripped, trailing spaces gone.
+    Lines stay lines (a pattern anchored at a line's start still finds it)."""
+    lines = [_stripped(part).rstrip() for line in text.splitlines() for part in _unwrapped(line).splitlines()]
+    return "\n".join(lines)
+
+
+def flattened(text: str) -> str:
+    """The normalised text on one line, so that a message wrapped over two lines (a terminal's width,
+    a logger's, a paste) matches a pattern written for it whole: line breaks and runs of spaces become
+    one space."""
+    return " ".join(normalise(text).split())
+
+
+def searched(text: str) -> tuple[str, ...]:
+    """What a hint's pattern is searched in for one text: the text as written, as normalised and as
+    flattened (the ones that differ), each clipped."""
+    forms = dict.fromkeys((text, normalise(text), flattened(text)))
+    return tuple(dict.fromkeys(part for form in forms if form for part in clip(form)))
 
 
 @dataclass(frozen=True)
