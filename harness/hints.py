@@ -60,6 +60,12 @@ class Facts:
     launcher_changed: frozenset[str] | None = None  # None without a fingerprint
     peer_unverified: bool | None = None  # None when no GPU pair was checked
     ranks_behind: tuple[int, ...] | None = None  # the ranks behind when the hang was declared; None: not known
+    # measured in the fingerprint (issue 23: a hint decided by its fact, not by the words around it)
+    shm_writable: bool | None = None  # the rank could create a file in /dev/shm
+    compat_loaded: bool | None = None  # a CUDA forward-compatibility libcuda was mapped
+    compute_modes: tuple[str, ...] = ()  # NVML's, per GPU of the machine
+    min_capability: Version | None = None  # the lowest compute capability of the GPUs the rank saw
+    nvml_mismatch: bool | None = None  # nvmlInit: driver library and kernel module of different versions
     texts: tuple[str, ...] = ()  # each at most textmatch.MAX_TEXT characters: a longer text is its head and its tail
 
 
@@ -153,6 +159,11 @@ def facts(record: CellRecord | Any) -> Facts:
         if fp else None,
         peer_unverified=_peer_unverified(fp),
         ranks_behind=_ranks_behind(outcome, texts),
+        shm_writable=fp.shm_writable,
+        compat_loaded=fp.compat_loaded,
+        compute_modes=fp.compute_modes,
+        min_capability=version(fp.min_capability),
+        nvml_mismatch=fp.nvml_mismatch,
         texts=texts,
     )
 
@@ -202,6 +213,11 @@ CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "launcher_changed": lambda f, names: _known(f.launcher_changed, lambda have: bool(have.intersection(names))),
     "peer_unverified": lambda f, want: _known(f.peer_unverified, lambda have: have is want),
     "ranks_behind": lambda f, want: _known(f.ranks_behind, lambda have: bool(have) is want),
+    "shm_writable": lambda f, want: _known(f.shm_writable, lambda have: have is want),
+    "compat_loaded": lambda f, want: _known(f.compat_loaded, lambda have: have is want),
+    "compute_mode": lambda f, want: _known(f.compute_modes or None, lambda modes: any(m in want for m in modes)),
+    "capability_below": lambda f, bound: _known(f.min_capability, lambda have: have < bound),
+    "nvml_mismatch": lambda f, want: _known(f.nvml_mismatch, lambda have: have is want),
     # "any" is handled by _evaluate: a list of condition sets, one of which must hold.
 }
 
@@ -217,7 +233,9 @@ UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the
               "shm_below": "the /dev/shm size", "memlock_below": "the memlock limit",
               "env_unset": "the ranks' environment", "launcher_changed": "what the launcher changed",
               "peer_unverified": "GPU peer access",
-              "ranks_behind": "which ranks were behind"}
+              "ranks_behind": "which ranks were behind", "shm_writable": "whether /dev/shm is writable",
+              "compat_loaded": "whether a CUDA compat libcuda was loaded", "compute_mode": "the GPUs' compute mode",
+              "capability_below": "the GPUs' compute capability", "nvml_mismatch": "NVML's own answer"}
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from pydantic import (
 from harness import textmatch, yamlfile
 from harness.errors import HarnessError, HintsError
 from harness.record import ERROR_CLASSES, PHASES, STATUSES
+from harness.workload.fingerprint import COMPUTE_MODES
 
 __all__ = ["DATA_FILE", "ENV_VAR", "Conditions", "Hint", "HintSpec", "HintsFile", "VersionRange", "hints_file",
            "read", "version"]
@@ -170,11 +171,13 @@ if TYPE_CHECKING:  # what the models hold; pydantic reads the validators of the 
     _Phases = tuple[str, ...]
     _ErrorClasses = tuple[str, ...]
     _Strings = tuple[str, ...]
+    _ComputeModes = tuple[str, ...]
 else:
     _Statuses = _names("status", STATUSES)
     _Phases = _names("phase", PHASES)
     _ErrorClasses = _names("error class", ERROR_CLASSES)
     _Strings = _names()
+    _ComputeModes = _names("compute mode", tuple(COMPUTE_MODES.values()))
 _PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 _Version = Annotated[Version, PlainValidator(_quoted_version)]
 _Regex = Annotated[re.Pattern, PlainValidator(_regex)]
@@ -231,6 +234,11 @@ class Conditions(_Strict):
     launcher_changed: _Strings | None = None
     peer_unverified: StrictBool | None = None
     ranks_behind: StrictBool | None = None
+    shm_writable: StrictBool | None = None
+    compat_loaded: StrictBool | None = None
+    compute_mode: _ComputeModes | None = None
+    capability_below: _Version | None = None
+    nvml_mismatch: StrictBool | None = None
     any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
 
     @field_validator("*", mode="before")

@@ -7,6 +7,7 @@ holds what the supervisor makes of the ranks; both are read and written through 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
@@ -15,8 +16,8 @@ from pydantic import ConfigDict, Field, model_validator
 from .codec import Count, Flag, Json, Limit, Model, Str, Text, Verified, ints, invariant, nums
 
 __all__ = ["MAX_BYTES", "MAX_GBS", "MAX_SECONDS", "Bytes", "GBs", "Duration", "RankNo", "Wall", "Written", "EnvChange",
-           "PeerAccess", "NcclLoaded", "Driver", "Gpu", "Shm", "Memlock", "Fingerprint", "BandwidthRow", "ranges_apart",
-           "Envelope", "PhaseEnd"]
+           "PeerAccess", "NcclLoaded", "Driver", "Gpu", "Shm", "Libcuda", "Nvml", "Memlock", "Fingerprint", "BandwidthRow",
+           "ranges_apart", "Envelope", "PhaseEnd"]
 
 # The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
 # fastest busbw measured here is 341 GB/s (2x H200 over NVLink, docs/benchmarks.md) and the workload's
@@ -86,6 +87,26 @@ class Gpu(Written):
 class Shm(Written):
     bytes: Count | None = None
     free_bytes: Count | None = None
+    mode: Str | None = None  # "1777"
+    writable: Flag | None = None  # the rank could create a file in it, as NCCL does; None before it was measured
+    write_error: Text | None = None
+
+
+class Libcuda(Written):
+    """The libcuda the rank mapped, and whether it is a CUDA forward-compatibility copy (cuda-compat)."""
+
+    path: Str | None = None
+    compat: Flag | None = None
+    all: tuple[Str, ...] = ()
+
+
+class Nvml(Written):
+    """What NVML said: each GPU's compute mode, or nvmlInit's error (18: driver library and kernel
+    module of different versions)."""
+
+    compute_modes: tuple[Str, ...] = ()
+    error_code: Annotated[int, ints(0)] | None = None
+    version_mismatch: Flag | None = None
 
 
 class Memlock(Written):
@@ -120,6 +141,8 @@ class Fingerprint(Written):
     gpus: tuple[Gpu, ...] = ()
     peer_access: tuple[PeerAccess, ...] = ()
     shm: Shm | None = None
+    libcuda: Libcuda | None = None
+    nvml: Nvml | None = None
     memlock: Memlock | None = None
     env: dict[str, Text] = {}  # the variables the rank saw (values masked by workload/redact.py)
     nccl_env_changed: dict[str, EnvChange] = {}
@@ -189,6 +212,31 @@ class Fingerprint(Written):
     @property
     def shm_bytes(self) -> int | None:
         return self.shm.bytes if self.shm else None
+
+    @property
+    def shm_writable(self) -> bool | None:
+        return self.shm.writable if self.shm else None
+
+    @property
+    def compat_loaded(self) -> bool | None:
+        """A CUDA forward-compatibility libcuda is mapped; None where none was looked for (CPU, older records)."""
+        return self.libcuda.compat if self.libcuda else None
+
+    @property
+    def compute_modes(self) -> tuple[str, ...]:
+        return self.nvml.compute_modes if self.nvml else ()
+
+    @property
+    def nvml_mismatch(self) -> bool | None:
+        return self.nvml.version_mismatch if self.nvml else None
+
+    @property
+    def min_capability(self) -> str | None:
+        """The lowest compute capability among the GPUs the rank saw ("7.5"); None when none was read."""
+        caps = [tuple(int(x) for x in g.capability.split(".")) for g in self.gpus
+                if g.capability and re.fullmatch(r"\d{1,3}\.\d{1,3}", g.capability)]
+        low = min(caps) if caps else None
+        return f"{low[0]}.{low[1]}" if low else None
 
     @property
     def memlock_soft(self) -> float | None:

@@ -42,6 +42,10 @@ def make_record(
     accelerate: str = "1.15.0",
     nccl_loaded: str = "2.28.9",
     shm: int | None = 128 * GiB,
+    shm_writable: bool | None = True,
+    capability: str = "8.9",
+    libcuda: dict | None = None,
+    nvml: dict | None = None,
     memlock: Any = "unlimited",
     variant_env: dict | None = None,
     rank_env: dict | None = None,
@@ -59,11 +63,14 @@ def make_record(
         "torch": torch, "accelerate": accelerate, "nccl_compiled": "2.28.9",
         "nccl_loaded": {"version": nccl_loaded, "path": "/x/libnccl.so.2"},
         "driver": None if driver is None else {"version": driver, "source": "/proc/driver/nvidia/version"},
-        "gpus": [{"index": i, "name": n, "capability": "8.9", "total_memory": 24 * GiB} for i, n in enumerate(gpus)],
+        "gpus": [{"index": i, "name": n, "capability": capability, "total_memory": 24 * GiB} for i, n in enumerate(gpus)],
         "device_count": len(gpus),
         "peer_access": peer_access or [],
-        "shm": None if shm is None else {"bytes": shm, "free_bytes": shm},
+        "shm": None if shm is None else {"bytes": shm, "free_bytes": shm, "mode": "1777"}
+        | ({} if shm_writable is None else {"writable": shm_writable}),
         "memlock": {"soft": memlock, "hard": memlock},
+        **({"libcuda": libcuda} if libcuda is not None else {}),
+        **({"nvml": nvml} if nvml is not None else {}),
         "env": rank_env or {},
         "nccl_env_changed": changed or {},
         "launcher": launcher,
@@ -131,6 +138,13 @@ BARRIER_WARNING = ("[rank1]:[W ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Ran
                    "devices used by this process are currently unknown. This can potentially cause a hang.")
 
 
+# the fingerprint's libcuda and NVML facts (workload/fingerprint.py: libcuda, nvml_facts)
+COMPAT = {"path": "/usr/local/cuda-12.4/compat/libcuda.so.550.54.15", "compat": True}
+HOST_LIBCUDA = {"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04", "compat": False}
+NVML_MISMATCH = {"error_code": 18, "version_mismatch": True}
+NVML_DEFAULT = {"compute_modes": ["default"], "version_mismatch": False}
+
+
 def failed(error: str, **kw: Any) -> dict:
     """A failed cell whose rank recorded `error` (and the outcome reason says it)."""
     base = dict(status="fail", phase="init", error_class="nccl", error=error or None, reason=error)
@@ -176,7 +190,10 @@ CASES = [
                                             "(size 9637888), error: Permission denied (13)"),
     }),
     ("shm-permission-denied", warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
-                                     error_class="shm"), {
+                                     error_class="shm", shm_writable=False), {
+        # the fact decides: the rank could write to /dev/shm, so the words are about something else
+        "shm measured writable": warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
+                                        error_class="shm", shm_writable=True),
         "out of space": warned("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
                                error_class="shm"),
         "newer NCCL, out of space": warned("misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
@@ -285,12 +302,18 @@ CASES = [
                                              "runtime version", phase="startup"),
     }),
     ("cuda-compat-unsupported-gpu", failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: "
-                                           "forward compatibility was attempted on non supported HW", phase="startup"), {
+                                           "forward compatibility was attempted on non supported HW", phase="startup",
+                                           libcuda=COMPAT), {
+        "the host driver's own libcuda": failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: "
+                                                "forward compatibility was attempted on non supported HW",
+                                                phase="startup", libcuda=HOST_LIBCUDA),
         "fabric manager": failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet "
                                  "initialized", phase="startup"),
     }),
     ("nvml-driver-mismatch", failed("", phase="startup", launcher_tail="Failed to initialize NVML: Driver/library "
-                                                                      "version mismatch"), {
+                                                                      "version mismatch", nvml=NVML_MISMATCH), {
+        "NVML answered in the rank": failed("", phase="startup", launcher_tail="Failed to initialize NVML: "
+                                            "Driver/library version mismatch", nvml=NVML_DEFAULT),
         "another NVML error": failed("", phase="startup", launcher_tail="Failed to initialize NVML: Unknown Error"),
     }),
     ("no-gpu-in-container", failed("RuntimeError: Found no NVIDIA driver on your system. Please check that you "
@@ -332,11 +355,15 @@ CASES = [
                                        "Exception: ESR 0x404600=0x80000002", error_class="cuda"),
     }),
     ("gpu-exclusive-process", failed("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
-                                     error_class="cuda"), {
+                                     error_class="cuda", nvml={"compute_modes": ["exclusive_process"]}), {
+        "every GPU in default mode": failed("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+                                            "unavailable", error_class="cuda", nvml=NVML_DEFAULT),
         "out of memory": failed("RuntimeError: CUDA error: out of memory", error_class="oom"),
     }),
     ("bf16-unsupported-gpu", failed("RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype "
-                                    "to float16.", phase="prepare", error_class="cuda"), {
+                                    "to float16.", phase="prepare", error_class="cuda", capability="7.0"), {
+        "an Ampere GPU": failed("RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype "
+                                "to float16.", phase="prepare", error_class="cuda", capability="8.0"),
         "fp16 overflow": failed("RuntimeError: value cannot be converted to type at::Half without overflow",
                                 phase="step", error_class="other"),
     }),

@@ -157,8 +157,19 @@ def with_fingerprint(record: dict, **facts: Any) -> dict:
         fp["device_count"] = len(fp["gpus"])
     if "driver" in facts:
         fp["driver"] = {"version": facts.pop("driver")}
-    if "shm" in facts:
-        fp["shm"] = {"bytes": facts.pop("shm")}
+    if "shm" in facts or "shm_writable" in facts:
+        fp["shm"] = {"bytes": facts.pop("shm", 64 * GiB)} | ({"writable": facts.pop("shm_writable")}
+                                                            if "shm_writable" in facts else {})
+    if "compat" in facts:
+        fp["libcuda"] = {"path": "/usr/local/cuda/compat/libcuda.so.1" if facts["compat"] else "/usr/lib/libcuda.so.1",
+                         "compat": facts.pop("compat")}
+    if "modes" in facts:
+        fp["nvml"] = {"compute_modes": list(facts.pop("modes")), "version_mismatch": False}
+    if "nvml_mismatch" in facts:
+        fp["nvml"] = {"error_code": 18, "version_mismatch": True} if facts.pop("nvml_mismatch") else \
+            {"compute_modes": ["default"], "version_mismatch": False}
+    if "capability" in facts:
+        fp["gpus"] = [{"index": 0, "name": "NVIDIA GPU", "capability": facts.pop("capability")}]
     if "memlock" in facts:
         fp["memlock"] = {"soft": facts.pop("memlock")}
     if "nccl" in facts:
@@ -190,6 +201,12 @@ TABLE = [
     ("nccl-version-bug", "nccl-version-bug-1", dict(nccl="2.19.3"), dict(nccl="2.21.5")),
     ("nccl-version-bug", "nccl-version-bug-5", dict(nccl="2.19.3"), dict(nccl="2.20.3")),
     ("ddp-prepare-oom", "oom-ddp-init-2", dict(phase="prepare"), dict(phase="step")),
+    # issue 23: the fact that makes each true, measured in the fingerprint, not the words around it
+    ("shm-permission-denied", "shm-permission-1", dict(shm_writable=False), dict(shm_writable=True)),
+    ("cuda-compat-unsupported-gpu", "cuda-compat-forward-1", dict(compat=True), dict(compat=False)),
+    ("gpu-exclusive-process", "exclusive-process-mode-1", dict(modes=["exclusive_process"]), dict(modes=["default"])),
+    ("bf16-unsupported-gpu", "bf16-unsupported-1", dict(capability="7.0"), dict(capability="8.6")),
+    ("nvml-driver-mismatch", "nvml-mismatch-1", dict(nvml_mismatch=True), dict(nvml_mismatch=False)),
 ]
 
 

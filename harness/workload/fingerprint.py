@@ -217,13 +217,74 @@ def peer_access(verify: bool, timeout_s: float = 30.0) -> List[Dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- limits
-def shm_info(path: str = "/dev/shm") -> Optional[Dict[str, int]]:
-    """Size and free space of /dev/shm in bytes (Docker's default 64 MB breaks NCCL SHM)."""
+def shm_info(path: str = "/dev/shm") -> Optional[Dict[str, Any]]:
+    """Size and free space of /dev/shm in bytes (Docker's default 64 MB breaks NCCL SHM), its mode, and
+    whether this rank can create a file in it as NCCL does (a size problem and a permissions problem
+    read alike in NCCL's "Error while creating shared memory segment": the facts tell them apart)."""
     try:
         st = os.statvfs(path)
     except OSError:
         return None
-    return {"bytes": st.f_frsize * st.f_blocks, "free_bytes": st.f_frsize * st.f_bavail}
+    info: Dict[str, Any] = {"bytes": st.f_frsize * st.f_blocks, "free_bytes": st.f_frsize * st.f_bavail}
+    try:
+        info["mode"] = "%04o" % (os.stat(path).st_mode & 0o7777)
+    except OSError:
+        pass
+    probe = os.path.join(path, "nccl-harness-probe-%d" % os.getpid())
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        info["writable"] = False
+        info["write_error"] = ("%s: %s" % (type(exc).__name__, exc))[:300]
+    else:
+        os.close(fd)
+        os.unlink(probe)
+        info["writable"] = True
+    return info
+
+
+def libcuda(maps_path: str = "/proc/self/maps") -> Optional[Dict[str, Any]]:
+    """The libcuda this rank mapped (after CUDA's init) and whether it is a CUDA forward-compatibility
+    copy (cuda-compat: /usr/local/cuda/compat/, /usr/local/cuda-X.Y/compat/) rather than the host
+    driver's own: a compat libcuda only runs on data-center GPUs and with a driver it supports (CUDA
+    error 804 otherwise)."""
+    paths = mapped_libs("libcuda.so", maps_path)
+    if not paths:
+        return None
+    return {"path": paths[0], "compat": any("/compat/" in p for p in paths), "all": paths}
+
+
+# nvmlDeviceGetComputeMode's values (nvml.h, nvmlComputeMode_t); nvmlInit's
+# NVML_ERROR_LIB_RM_VERSION_MISMATCH: the user library and the kernel module are of different versions
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+
+
+def nvml_facts() -> Optional[Dict[str, Any]]:
+    """What NVML says of the machine's GPUs: each one's compute mode (EXCLUSIVE_PROCESS lets one
+    process per GPU have a context: "all CUDA-capable devices are busy or unavailable"), or the error
+    nvmlInit returned (18: the driver's library and kernel module differ, after an upgrade without a
+    reboot). None without NVML (a CPU host or container)."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    rc = nvml.nvmlInit_v2()
+    if rc != 0:
+        return {"error_code": int(rc), "version_mismatch": rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH}
+    try:
+        count = ctypes.c_uint(0)
+        modes: List[str] = []
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
+            for i in range(count.value):
+                handle = ctypes.c_void_p()
+                mode = ctypes.c_int(-1)
+                if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0 and \
+                        nvml.nvmlDeviceGetComputeMode(handle, ctypes.byref(mode)) == 0:
+                    modes.append(COMPUTE_MODES.get(mode.value, str(mode.value)))
+        return {"compute_modes": modes, "version_mismatch": False}
+    finally:
+        nvml.nvmlShutdown()
 
 
 def _limit(value: int) -> Any:
@@ -327,6 +388,9 @@ def collect(device: str, local_rank: int, expected_env: Mapping[str, Optional[st
     if device == "cuda":
         fp["gpus"] = safe(gpus)
         fp["peer_access"] = safe(lambda: peer_access(verify=(local_rank == 0)))
+    if device == "cuda":
+        fp["libcuda"] = safe(libcuda)
+        fp["nvml"] = safe(nvml_facts)
     fp["shm"] = safe(shm_info)
     fp["memlock"] = safe(memlock_limit)
     fp["env"] = relevant_env(environ)
