@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,21 @@ def engine():
     yield eng
     left = eng.client.leftovers()
     assert not left, f"the tests left harness containers behind: {left}"
+
+
+@contextmanager
+def mounted_tmpfs(mnt: Path, options: str = "size=32m"):
+    """A real small file system of its own at `mnt` (root only: mount), unmounted afterwards."""
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture(scope="session")

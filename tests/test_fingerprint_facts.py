@@ -6,26 +6,19 @@ turned into the hint's fact (hints.facts). The read-only /dev/shm is a real one:
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-
 import pytest
 
 from harness import hints
 from harness.payloads import Fingerprint
 from harness.workload import fingerprint
 
+from .conftest import mounted_tmpfs
+
 
 @pytest.fixture
 def read_only_tmpfs(tmp_path):
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "shm"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=1777", "tmpfs", str(mnt)], check=True)
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with mounted_tmpfs(tmp_path / "shm", "ro,size=1m,mode=1777") as mnt:
+        yield mnt
 
 
 def test_a_shm_the_rank_can_write_to_is_said_writable_and_left_clean(tmp_path):

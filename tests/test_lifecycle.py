@@ -22,7 +22,7 @@ from harness import matrixfile, owner, results, supervise
 from harness.engines import host
 from harness.errors import HarnessError, WriteError
 
-from .conftest import REPO, WHEELHOUSE
+from .conftest import REPO, WHEELHOUSE, mounted_tmpfs
 
 CELL_MATRIX = """version: 1
 stacks:
@@ -184,13 +184,8 @@ def test_a_run_folder_has_one_owner_and_a_dead_owners_lock_is_taken_over(tmp_pat
 @pytest.fixture
 def tmpfs(tmp_path):
     """A real small file system of its own (root only: mount), unmounted afterwards."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], check=True)
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with mounted_tmpfs(tmp_path / "mnt") as mnt:
+        yield mnt
 
 
 def _fill(mnt: Path) -> None:
