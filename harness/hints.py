@@ -294,6 +294,7 @@ class Match:
     hint: Hint
     certain: bool
     unknown: tuple[str, ...] = ()  # condition keys whose facts were missing (empty when certain)
+    generic: bool = False  # a hint about a wrapper, shown only where no specific one matched
 
     @property
     def caveat(self) -> str:
@@ -336,8 +337,8 @@ def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Match]:
     for rule in _default_rules() if rules is None else rules:
         verdict = rule.verdict(f)
         if verdict.value is True:
-            found.append((rule, Match(rule.hint, True)))
+            found.append((rule, Match(rule.hint, True, generic=rule.generic)))
         elif verdict.value is None and verdict.evidence:
-            found.append((rule, Match(rule.hint, False, verdict.unknown)))
+            found.append((rule, Match(rule.hint, False, verdict.unknown, rule.generic)))
     specific = any(not rule.generic for rule, _ in found)
     return [m for rule, m in found if not (rule.generic and specific)]

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from . import hints, nccl_log
+from . import advice, hints, nccl_log
 from .engines.container import gpu_text
 from .escape import code, esc
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, Status
@@ -429,6 +429,9 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
              ("user's image", _user_image(record.cell)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
+    advised = advice.advise(record)
+    if advised is not None:
+        lines.append(f"- next step: {esc(advised.text())}")
     timings = record.phase_timings
     if timings:
         lines += ["", "| phase | seconds |", "| --- | --- |"]
