@@ -238,6 +238,11 @@ CASES = [
                                   "address vector for device 0. RC: -22"), {
         "endpoint error": warned("NCCL WARN NET/OFI Creating new endpoint for domain 0x7f failed: Invalid argument"),
     }),
+    ("efa-libfabric-too-old", warned("register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type "
+                                     "= 2) for device 3. RC: -22, Error: Invalid argument", nccl_loaded="2.21.5"), {
+        "NCCL 2.18": warned("register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type = 2) for "
+                            "device 3. RC: -22, Error: Invalid argument", nccl_loaded="2.18.6"),
+    }),
     ("nccl-topology-file", warned("graph/xml.h:101 NCCL WARN Attribute vendor of node cpu not found"), {
         "passed with a topology file": warned("NCCL INFO NCCL_TOPO_FILE set by environment to /opt/topo.xml",
                                               status="pass", phase=None),

@@ -50,7 +50,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
-    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB|NET/OFI|\bfi_getinfo\b|"
+    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
                         r"transport retry count(?:er)? exceeded", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
