@@ -190,6 +190,9 @@ TABLE = [
     ("nccl-version-bug", "nccl-version-bug-1", dict(nccl="2.19.3"), dict(nccl="2.21.5")),
     ("nccl-version-bug", "nccl-version-bug-5", dict(nccl="2.19.3"), dict(nccl="2.20.3")),
     ("ddp-prepare-oom", "oom-ddp-init-2", dict(phase="prepare"), dict(phase="step")),
+    ("efa-libfabric-too-old", "net-plugin-missing-2", dict(nccl="2.21.5"), dict(nccl="2.18.6")),
+    ("efa-libfabric-too-old", "net-plugin-missing-1", dict(nccl="2.27.7"),
+     dict(nccl="2.27.7", env={"FI_EFA_SET_CUDA_SYNC_MEMOPS": "0"})),
 ]
 
 
