@@ -30,8 +30,8 @@ import yaml
 if __package__ in (None, ""):  # run as a script: the repo on the path, as the tests have it
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import advice  # noqa: E402
-from tests.test_hints_real import cause_hints, confirmed, fired, log_record  # noqa: E402
+from harness import advice
+from tests.test_hints_real import cause_hints, confirmed, fired, log_record
 
 DATA = Path(__file__).parent / "data"
 HELD_OUT = DATA / "real_failures_heldout.yaml"

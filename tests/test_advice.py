@@ -111,7 +111,7 @@ def test_no_advice_beside_a_known_issue_nor_for_a_cell_that_passed():
 
 
 def test_the_report_gives_the_next_step_in_the_cells_detail():
-    record = warned("graph/xml.cc:325 NCCL WARN XML Import Channel : dev 2 not found.")
+    record = warned("proxy.cc:1523 NCCL WARN [Proxy Service 1] Failed to execute operation Connect from rank 1, retcode 3")
     lines = report._detail(record["cell"]["id"], report.CellRecord.parse(record), report.RunFacts())
     step = next(line for line in lines if line.startswith("- next step: "))
-    assert "graph / topology" in step and "NCCL_TOPO_FILE" in step and "invoke rescue" in step
+    assert "proxy" in step and "NCCL_NET=Socket" in step and "invoke rescue" in step

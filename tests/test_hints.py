@@ -279,6 +279,41 @@ CASES = [
         "another qp error": warned("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Connection "
                                    "timed out"),
     }),
+    # the pre-2.12 wording of NCCL's socket check, here with a second NCCL version's family value
+    ("nccl-socket-bad-address", warned("include/socket.h:402 NCCL WARN Net : connecting to address 10.0.0.2<41234> "
+                                       "with family 0 is neither AF_INET(2) nor AF_INET6(10)"), {
+        "a normal connect failure": warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to "
+                                           "10.0.0.2<41234> failed : Connection refused"),
+    }),
+    ("gloo-socket-ifname", failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+                                  "[127.0.1.1]:12345: Connection refused", error_class="other"), {
+        "gloo's own timeout": failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+                                     "Timed out waiting 1800000ms for recv operation to complete",
+                                     error_class="timeout"),
+    }),
+    ("efa-devices-not-in-container", warned("nccl_net_ofi_rdma_init:8012 NCCL WARN NET/OFI OFI fi_getinfo() call "
+                                            "failed: No data available"), {
+        "EFA selected": warned("NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)"),
+    }),
+    ("efa-security-group", warned("nccl_net_ofi_rdma.c:4020 NCCL WARN NET/OFI Unable to insert remote address into "
+                                  "address vector for device 0. RC: -22"), {
+        "endpoint error": warned("NCCL WARN NET/OFI Creating new endpoint for domain 0x7f failed: Invalid argument"),
+    }),
+    ("efa-libfabric-too-old", warned("register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type "
+                                     "= 2) for device 3. RC: -22, Error: Invalid argument", nccl_loaded="2.21.5"), {
+        "NCCL 2.18": warned("register_rail_mr_buffer:617 NCCL WARN NET/OFI Unable to register memory (type = 2) for "
+                            "device 3. RC: -22, Error: Invalid argument", nccl_loaded="2.18.6"),
+    }),
+    ("nccl-topology-file", warned("graph/xml.h:101 NCCL WARN Attribute vendor of node cpu not found"), {
+        "passed with a topology file": warned("NCCL INFO NCCL_TOPO_FILE set by environment to /opt/topo.xml",
+                                              status="pass", phase=None),
+        "graph file but passed": warned("NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/graph.xml",
+                                        status="pass", phase=None),
+    }),
+    ("ib-retry-exceeded", failed("[1700000000.123] [node1:1234:0] ib_mlx5_log.c:171 Transport retry count exceeded "
+                                 "on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"), {
+        "another completion error": failed("send completion with error: local protection error"),
+    }),
     ("roce-gid-index", warned("transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
                               "len 0, vendor err 129"), {
         "flush error": warned("transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 5, opcode 1, "
@@ -377,6 +412,19 @@ CASES = [
                                       "EADDRINUSE, message: address already in use"), {
         "refused": failed("", phase="startup", launcher_tail="[c10d] The client socket has failed to connect to "
                                                              "[localhost]:29500 (errno: 111 - Connection refused)."),
+    }),
+    ("hostname-unresolvable", failed("", phase="startup", launcher_tail="[W1008 23:40:22.781961348 socket.cpp:767] "
+                                     "[c10d] The IPv4 network addresses of (node-7.internal, 29500) cannot be "
+                                     "retrieved (gai error: -2 - Name or service not known)."), {
+        "resolved, then refused": failed("", phase="startup", launcher_tail="[c10d] The client socket has failed to "
+                                         "connect to [node-7.internal]:29500 (errno: 111 - Connection refused)."),
+    }),
+    ("rendezvous-unreachable", failed("", phase="startup", launcher_tail="[E socket.cpp:860] [c10d] The client socket "
+                                      "has timed out after 900s while trying to connect to (10.0.0.1, 29400).\n"
+                                      "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                                      "connection to the C10d store has failed. See inner exception for details."), {
+        "the server side": failed("", phase="startup", launcher_tail="[c10d] The server socket has failed to listen "
+                                  "on any local network address."),
     }),
     ("libnccl-missing", failed("ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
                                phase="startup"), {

@@ -207,6 +207,9 @@ TABLE = [
     ("gpu-exclusive-process", "exclusive-process-mode-1", dict(modes=["exclusive_process"]), dict(modes=["default"])),
     ("bf16-unsupported-gpu", "bf16-unsupported-1", dict(capability="7.0"), dict(capability="8.6")),
     ("nvml-driver-mismatch", "nvml-mismatch-1", dict(nvml_mismatch=True), dict(nvml_mismatch=False)),
+    ("efa-libfabric-too-old", "net-plugin-missing-2", dict(nccl="2.21.5"), dict(nccl="2.18.6")),
+    ("efa-libfabric-too-old", "net-plugin-missing-1", dict(nccl="2.27.7"),
+     dict(nccl="2.27.7", env={"FI_EFA_SET_CUDA_SYNC_MEMOPS": "0"})),
 ]
 
 
@@ -292,6 +295,15 @@ FORMATS = [
     ("rank-error", "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device", "cuda-arch-not-in-build"),
     ("dmesg", "[ 1843.308145] NVRM: Xid (PCI:0000:44:00): 79, pid=2338, GPU has fallen off the bus.", "gpu-lost-hardware-fault"),
     ("nccl-log", "node1:1:9 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported between these two devices", "peer-access-unsupported"),
+    # network / launchers (issue 23): the same causes in other versions' and other launchers' words
+    ("rank-error", "(RayWorkerWrapper pid=1890, ip=10.41.0.8) [rank8]:[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error", "gloo-socket-ifname"),
+    ("rank-error", "[rank9]:[W ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())", "gloo-socket-ifname"),
+    ("launcher", "ConnectionError: Tried to launch distributed communication on port `29501`, but another process is utilizing it. Please specify a different port", "rendezvous-port-in-use"),
+    ("launcher", "[W1225 10:00:00.123456789 socket.cpp:752] [c10d] The IPv6 network addresses of (node-3.cluster.local, 29500) cannot be retrieved (gai error: -2 - Name or service not known).", "hostname-unresolvable"),
+    ("launcher", "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500).", "rendezvous-unreachable"),
+    ("nccl-log", "[1,0]<stdout>:node:22:22 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available", "efa-devices-not-in-container"),
+    ("rank-error", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, internal error - please report this issue to the NCCL developers, NCCL version 2.26.2\nncclInternalError: Internal check failed.\nLast error:\nAttribute arch of node cpu not found", "nccl-topology-file"),
+    ("rank-error", "UCX  ERROR ib_mlx5_log.c:179  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)", "ib-retry-exceeded"),
 ]
 
 

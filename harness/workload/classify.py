@@ -54,9 +54,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
                             r"unknown or invalid runtime name|unresolvable CDI devices", re.I)),
-    # InfiniBand verbs failing (registering memory, creating queue pairs): NCCL's network transport,
-    # even where the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
-    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB", re.I)),
+    # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
+    # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
+    # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
+    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
+                        r"transport retry count(?:er)? exceeded", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
@@ -76,14 +78,25 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
+    # Before any rank runs: Accelerate's own port check, and torch's rendezvous (c10d's TCPStore client,
+    # torchrun's rendezvous) that cannot reach or resolve the master, even where its text says "timed out"
+    ("launcher", re.compile(r"but another process is utilizing it|The client socket has (?:failed to connect|"
+                            r"timed out after)|connect\(\) timed out\. Original timeout|"
+                            r"connection to the C10d store has failed|Rendezvous\w*Error|"
+                            r"cannot be retrieved \(gai error|host not found: Name or service not known")),
+    # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
+    # nor a timeout, whatever its text around it says: "timeout=timeout)" in a traceback)
+    ("other", re.compile(r"Gloo connectFullMesh failed|gloo/transport/tcp/pair\.cc:\d+\] connect \[|"
+                         r"Unable to find address for: |gloo::IoException")),
     # a command that does not exist where it starts
     *(("launcher", pattern) for pattern in MISSING_COMMAND),
     ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
     ("launcher", re.compile(r"accelerate`?\s+`?launch|launcher|rendezvous|"
                             r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
                             r"MASTER_PORT|LOCAL_RANK)", re.I)),
-    # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs)
-    ("nccl", re.compile(r"NCCL|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN ")),
+    # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs, and its
+    # functions' names: "ncclSocketInit: connecting to address ...")
+    ("nccl", re.compile(r"NCCL|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
