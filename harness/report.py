@@ -299,8 +299,9 @@ def render(data: RunData) -> str:
         lines += [f"{n.number}. {esc(n.text)}" for n in notes.by_text.values()]
     # one line per hint and certainty: "Possibly: ..." where the log matches but a fact was not measured
     matched: dict[tuple[str, str], tuple[hints.Match, list[str]]] = {}
-    for cell_id, record in data.records.items():
-        for found in hints.match(record):
+    found_for = {cell_id: hints.match(record) for cell_id, record in data.records.items()}
+    for cell_id in data.records:
+        for found in found_for[cell_id]:
             matched.setdefault((found.hint.id, found.caveat), (found, []))[1].append(cell_id)
     if matched:
         lines += ["", "## Known issues that match", ""]
@@ -314,7 +315,7 @@ def render(data: RunData) -> str:
     lines += ["", "## Cells", ""]
     for cell_id in sorted(data.records):
         record = data.records[cell_id]
-        lines += _detail(cell_id, record, data.facts, rows.get(record.row_key, {}), ref)
+        lines += _detail(cell_id, record, data.facts, rows.get(record.row_key, {}), ref, found_for[cell_id])
     return "\n".join(lines) + "\n"
 
 
@@ -408,7 +409,7 @@ def _user_image(cell: CellFields) -> str | None:
 
 
 def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, CellRecord] | None = None,
-            ref: int | None = None) -> list[str]:
+            ref: int | None = None, matched: list[hints.Match] | None = None) -> list[str]:
     status = record.status or "missing"
     lines = [f"### {esc(cell_id)}", "", f"{SYMBOLS.get(status, status)}: {esc(record.reason or '')}"
              + (f" ({record.seconds:.0f} s)" if record.seconds else ""), ""]
@@ -429,7 +430,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
              ("user's image", _user_image(record.cell)),
              ("image", record.image_tag)]
     lines += [f"- {k}: {esc(v)}" for k, v in facts if v]
-    advised = advice.advise(record)
+    advised = advice.advise(record, matched)  # the hints the summary found for it, not matched again
     if advised is not None:
         lines.append(f"- next step: {esc(advised.text())}")
     timings = record.phase_timings
