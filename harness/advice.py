@@ -55,9 +55,12 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "the plugin or its devices (EFA, RDMA inside the container) are the cause"),
     Subsystem("NET/IB (InfiniBand / RoCE verbs)",
               _rx(r"NET/IB\s?:|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)"),
-              ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TIMEOUT", "NCCL_IB_DISABLE"),
+              ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_IB_DISABLE",
+               "NCCL_BUFFSIZE"),
               "run once with NCCL_IB_DISABLE=1 (sockets instead of IB): if that passes, check the HCA list "
-              "(NCCL_IB_HCA), the RoCE GID index (NCCL_IB_GID_INDEX) and the links (ibstat), and the memlock limit"),
+              "(NCCL_IB_HCA), the RoCE GID index (NCCL_IB_GID_INDEX), the rails (NCCL_CROSS_NIC=0 where only NICs "
+              "of one index reach each other) and the links (ibstat); where registering memory fails, the "
+              "memlock limit and an NCCL_BUFFSIZE above its default"),
     Subsystem("GPUDirect RDMA",
               _rx(r"GPU Direct RDMA|GDRDMA|nv_peer_mem|nvidia[-_]peermem|\bgdrwrap\.cc:\d+|dmabuf"),
               ("NCCL_NET_GDR_LEVEL", "NCCL_DMABUF_ENABLE"),
@@ -75,7 +78,8 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "this rank lost its peer: find the first error on the other ranks or nodes; if none shows one, run "
               "once with NCCL_IB_DISABLE=1 and NCCL_SOCKET_IFNAME naming the interface the ranks share"),
     Subsystem("bootstrap (NCCL's first connections between ranks)",
-              _rx(r"Bootstrap\s?:|\bbootstrap\.cc:\d+|\bsocket\.cc:\d+|\bsocketProgress|\bncclSocket\w{0,20}\b|socket\.h:\d+"),
+              _rx(r"Bootstrap\s?:|\bbootstrap\.cc:\d+|\bsocket\.cc:\d+|\bsocketProgress|\bncclSocket\w{0,20}\b|socket\.h:\d+|"
+                  r"NCCL WARN (Call to connect|Connect to \S{1,80} failed)"),
               ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_COMM_ID"),
               "the ranks could not reach each other on the interface NCCL chose: name the one they share "
               "(NCCL_SOCKET_IFNAME), force the address family (NCCL_SOCKET_FAMILY=AF_INET), and check the "

@@ -192,6 +192,12 @@ def _env_unset(f: Facts, names: tuple[str, ...]) -> bool | None:
     return True if f.env_known else None  # the variant did not set it; the launcher may have
 
 
+def _env_set_condition(f: Facts, names: tuple[str, ...]) -> bool | None:
+    if f.env_set.intersection(names):
+        return True
+    return False if f.env_known else None
+
+
 # key -> predicate on (Facts, the validated value of that key in the data file; see hintsfile.Conditions)
 CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "status": _one_of("status"),
@@ -210,6 +216,7 @@ CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "text": lambda f, rx: any(rx.search(t) for t in f.texts),
     "text_absent": lambda f, rx: not any(rx.search(t) for t in f.texts),
     "env_unset": _env_unset,
+    "env_set": _env_set_condition,
     "launcher_changed": lambda f, names: _known(f.launcher_changed, lambda have: bool(have.intersection(names))),
     "peer_unverified": lambda f, want: _known(f.peer_unverified, lambda have: have is want),
     "ranks_behind": lambda f, want: _known(f.ranks_behind, lambda have: bool(have) is want),
@@ -231,7 +238,8 @@ UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the
               "driver_below": "the driver version", "torch": "the torch version",
               "accelerate": "the Accelerate version", "nccl_loaded": "the NCCL version",
               "shm_below": "the /dev/shm size", "memlock_below": "the memlock limit",
-              "env_unset": "the ranks' environment", "launcher_changed": "what the launcher changed",
+              "env_unset": "the ranks' environment", "env_set": "the ranks' environment",
+              "launcher_changed": "what the launcher changed",
               "peer_unverified": "GPU peer access",
               "ranks_behind": "which ranks were behind", "shm_writable": "whether /dev/shm is writable",
               "compat_loaded": "whether a CUDA compat libcuda was loaded", "compute_mode": "the GPUs' compute mode",

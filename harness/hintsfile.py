@@ -231,6 +231,7 @@ class Conditions(_Strict):
     text: _Regex | None = None
     text_absent: _Regex | None = None
     env_unset: _Strings | None = None
+    env_set: _Strings | None = None
     launcher_changed: _Strings | None = None
     peer_unverified: StrictBool | None = None
     ranks_behind: StrictBool | None = None

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: the repo on the path, as the t
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import advice
-from tests.test_hints_real import cause_hints, confirmed, fired, log_record
+from tests.test_hints_real import cause_hints, confirmed, decided, fired, log_record
 
 DATA = Path(__file__).parent / "data"
 HELD_OUT = DATA / "real_failures_heldout.yaml"
@@ -45,7 +45,7 @@ def held_out() -> tuple[dict, ...]:
 
 @lru_cache(maxsize=1)
 def training() -> tuple[dict, ...]:
-    return tuple(e for e in yaml.safe_load((DATA / "real_failures.yaml").read_text()) if confirmed(e))
+    return tuple(e for e in yaml.safe_load((DATA / "real_failures.yaml").read_text()) if decided(e))
 
 
 @dataclass(frozen=True)

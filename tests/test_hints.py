@@ -279,6 +279,20 @@ CASES = [
         "another qp error": warned("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Connection "
                                    "timed out"),
     }),
+    ("ib-qp-connect-timeout", warned("[5] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_modify_qp failed with 110 "
+                                     "Connection timed out, on dev mlx5_3:1, curr state INIT, next state RTR"), {
+        "the port is gone": warned("misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such device"),
+        "a socket timeout": warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 10.0.0.2<41234> failed "
+                                   ": Connection timed out", status="pass"),
+    }),
+    ("kube-sidecar-injected", failed("", phase="startup", launcher_tail=(
+        "NAME                        READY   STATUS             RESTARTS   AGE\n"
+        "train-job-master-0          2/2     Running            0          3m\n"
+        "train-job-worker-0          1/2     CrashLoopBackOff   4          3m")), {
+        "one container per pod": failed("", phase="startup", launcher_tail=(
+            "NAME                        READY   STATUS             RESTARTS   AGE\n"
+            "train-job-worker-0          0/1     CrashLoopBackOff   4          3m")),
+    }),
     # the pre-2.12 wording of NCCL's socket check, here with a second NCCL version's family value
     ("nccl-socket-bad-address", warned("include/socket.h:402 NCCL WARN Net : connecting to address 10.0.0.2<41234> "
                                        "with family 0 is neither AF_INET(2) nor AF_INET6(10)"), {
@@ -459,6 +473,14 @@ def test_each_hint_fires_on_its_signature(hint_id, record):
                          ids=[f"{c[0]}-{why}" for c in CASES for why in c[2]])
 def test_near_miss_does_not_fire(hint_id, why, record):
     assert hint_id not in ids(record), why
+
+
+def test_an_oversized_nccl_buffsize_is_a_registration_failure_whatever_the_memlock_limit():
+    """Registering NCCL's buffers with the NIC fails for lack of memory where memlock is unlimited but
+    NCCL_BUFFSIZE is far above its default (it is per channel and per peer); with neither, nothing."""
+    big = memlock_fail(memlock="unlimited", variant_env={"NCCL_BUFFSIZE": str(1 << 30)})
+    assert [m.certain for m in match(big) if m.hint.id == "memlock-too-low"] == [True]
+    assert "memlock-too-low" not in ids(memlock_fail(memlock="unlimited", variant_env={"NCCL_DEBUG": "INFO"}))
 
 
 def test_every_hint_in_the_data_file_is_tested():

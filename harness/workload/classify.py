@@ -46,23 +46,28 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"NVIDIA kernel module|nvidia-fabricmanager|fabric ?manager|"
                           r"system not yet initialized|cudaErrorSystemNotReady|"
                           r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
-                          r"cudaErrorCompatNotSupportedOnDevice", re.I)),
+                          r"cudaErrorCompatNotSupportedOnDevice|"
+                          # the NGC images' start-up check, and nvidia-container-cli's requirement check
+                          r"built for NVIDIA Driver Release \S+ or later|compatibility mode is UNAVAILABLE|"
+                          r"unsatisfied condition: cuda ?>=", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
     # unknown runtime or unresolvable CDI device. No rank started, so it is the launcher's failure; an
     # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
-                            r"unknown or invalid runtime name|unresolvable CDI devices", re.I)),
+                            r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices", re.I)),
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
-    ("nccl", re.compile(r"\bibv_\w+ failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
+    ("nccl", re.compile(r"\bibv_\w+(?:\(\))? failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
                         r"transport retry count(?:er)? exceeded", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
-                       r"shared memory", re.I)),
+                       r"shared memory|"
+                       # signal 7 (SIGBUS) as launchers report a child's death: "return code = -7"
+                       r"(?:return code|exit ?code|exit status)\W{0,4}-7\b", re.I)),
     # a library that cannot be loaded, or two that do not fit (two NCCLs side by side)
     ("import", re.compile(r"ModuleNotFoundError|No module named|cannot open shared object file|"
                           r"undefined symbol|doesn't have NCCL built in|NCCL is not available", re.I)),
@@ -73,10 +78,15 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # bfloat16
                         r"fallen off the bus|GPU is lost|Unable to determine the device handle|"
                         r"no kernel image is available|not compatible with the current PyTorch installation|"
-                        r"does not support bfloat16|Bfloat16 is only supported", re.I)),
+                        r"does not support bfloat16|Bfloat16 is only supported|"
+                        # two GPUs without peer access, as torch's "Last error:" repeats the CUDA failure
+                        # (NCCL's own WARN of it, cuMem host sharing in shm.cc, stays NCCL's)
+                        r"(?<!WARN )Cuda failure 217 'peer access is not supported", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
-                        r"Remote)Error\b|NCCL error")),
+                        r"Remote)Error\b|NCCL error|"
+                        # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
+                        r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
     # Before any rank runs: Accelerate's own port check, and torch's rendezvous (c10d's TCPStore client,
     # torchrun's rendezvous) that cannot reach or resolve the master, even where its text says "timed out"
