@@ -322,6 +322,8 @@ FORMATS = [
     ("launcher", "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500).", "rendezvous-unreachable"),
     ("nccl-log", "[1,0]<stdout>:node:22:22 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available", "efa-devices-not-in-container"),
     ("rank-error", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, internal error - please report this issue to the NCCL developers, NCCL version 2.26.2\nncclInternalError: Internal check failed.\nLast error:\nAttribute arch of node cpu not found", "nccl-topology-file"),
+    # NCCL 2.28.9 on an H200 given a cut NCCL_TOPO_FILE (bench/real_errors.py, docs/real-errors-h200.json)
+    ("rank-error", "DistBackendError: XML Parse : expected >, got '", "nccl-topology-file"),
     ("rank-error", "UCX  ERROR ib_mlx5_log.c:179  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)", "ib-retry-exceeded"),
 ]
 

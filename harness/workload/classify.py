@@ -49,7 +49,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"cudaErrorCompatNotSupportedOnDevice|"
                           # the NGC images' start-up check, and nvidia-container-cli's requirement check
                           r"built for NVIDIA Driver Release \S+ or later|compatibility mode is UNAVAILABLE|"
-                          r"unsatisfied condition: cuda ?>=", re.I)),
+                          r"unsatisfied condition: cuda ?>=|"
+                          # cudaErrorCallRequiresNewerDriver (36): a runtime newer than the driver calling
+                          # what the driver lacks (NVIDIA/nccl#496)
+                          r"API call is not supported in the installed CUDA driver|cudaErrorCallRequiresNewerDriver", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
