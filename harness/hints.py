@@ -66,12 +66,41 @@ class Facts:
     compute_modes: tuple[str, ...] = ()  # NVML's, per GPU of the machine
     min_capability: Version | None = None  # the lowest compute capability of the GPUs the rank saw
     nvml_mismatch: bool | None = None  # nvmlInit: driver library and kernel module of different versions
+    nccl_cuda: int | None = None  # the CUDA major NCCL was built for ("NCCL version x.y.z+cuda12.4")
+    driver_cuda: int | None = None  # the highest CUDA major the driver runs
     texts: tuple[str, ...] = ()  # each at most textmatch.MAX_TEXT characters: a longer text is its head and its tail
 
 
 # The stable parts of NCCL's and nvidia-smi's own lines: a log shows the versions it ran with.
 _NCCL_VERSION = re.compile(r"\bNCCL\s+version\s+(\d+\.\d+\.\d+)")
 _DRIVER_VERSION = re.compile(r"\bDriver Version:\s*(\d+\.\d+(?:\.\d+)?)")
+_NCCL_BUILT_CUDA = re.compile(r"\bNCCL\s+version\s+\d+\.\d+\.\d+\S*?\+cuda(\d+)\.\d+")
+# NCCL's INFO "cudaDriverVersion 12020" (init.cc), nvidia-smi's "CUDA Version: 12.2"
+_DRIVER_CUDA = (re.compile(r"\bcudaDriverVersion (\d{4,6})\b"), re.compile(r"\bCUDA Version:\s*(\d+)\.\d+"))
+# The first driver of each CUDA major (CUDA toolkit release notes, "CUDA Toolkit and Corresponding Driver
+# Versions"): a driver below 450.80.02 runs no CUDA 11, below 525.60.13 no CUDA 12, below 580.65.06 no 13.
+_CUDA_MAJOR_DRIVERS = ((13, Version("580.65.06")), (12, Version("525.60.13")), (11, Version("450.80.02")),
+                       (10, Version("410.48")), (9, Version("384.81")), (8, Version("367.48")))
+
+
+def _driver_cuda(fp: Fingerprint, driver: Version | None, texts: Iterable[str]) -> int | None:
+    """The highest CUDA major the driver runs: libcuda's own answer, NCCL's or nvidia-smi's line, else
+    from the driver version."""
+    api = fp.driver_info.cuda_driver_api if fp.driver_info else None
+    if api and api.split(".")[0].isdigit():
+        return int(api.split(".")[0])
+    for t in texts:
+        if m := _DRIVER_CUDA[0].search(t):
+            return int(m.group(1)) // 1000
+        if m := _DRIVER_CUDA[1].search(t):
+            return int(m.group(1))
+    if driver is not None:
+        return next((major for major, first in _CUDA_MAJOR_DRIVERS if driver >= first), 7)
+    return None
+
+
+def _nccl_cuda(texts: Iterable[str]) -> int | None:
+    return next((int(m.group(1)) for t in texts for m in [_NCCL_BUILT_CUDA.search(t)] if m), None)
 
 
 def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
@@ -138,6 +167,7 @@ def facts(record: CellRecord | Any) -> Facts:
     # the "NCCL version x.y.z" that NCCL and torch print in their messages
     candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl.values()] + [cell.nccl]
     nccl = next((v for v in map(version, candidates) if v is not None), None) or _in_text(_NCCL_VERSION, texts)
+    driver = version(fp.driver) or _in_text(_DRIVER_VERSION, texts)
     return Facts(
         status=outcome.status if outcome else None,
         phase=(outcome.phase or None) if outcome else None,
@@ -145,7 +175,7 @@ def facts(record: CellRecord | Any) -> Facts:
         launcher=cell.launcher or fp.launcher,
         gpu_names=fp.gpu_names,
         gpu_count=fp.gpu_count,
-        driver=version(fp.driver) or _in_text(_DRIVER_VERSION, texts),
+        driver=driver,
         versions={
             "torch": version(fp.torch) or version(cell.torch),
             "accelerate": version(fp.accelerate) or version(cell.accelerate),
@@ -164,6 +194,8 @@ def facts(record: CellRecord | Any) -> Facts:
         compute_modes=fp.compute_modes,
         min_capability=version(fp.min_capability),
         nvml_mismatch=fp.nvml_mismatch,
+        nccl_cuda=_nccl_cuda(texts),
+        driver_cuda=_driver_cuda(fp, driver, texts),
         texts=texts,
     )
 
@@ -225,6 +257,8 @@ CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "compute_mode": lambda f, want: _known(f.compute_modes or None, lambda modes: any(m in want for m in modes)),
     "capability_below": lambda f, bound: _known(f.min_capability, lambda have: have < bound),
     "nvml_mismatch": lambda f, want: _known(f.nvml_mismatch, lambda have: have is want),
+    "nccl_cuda_above_driver": lambda f, want: None if f.nccl_cuda is None or f.driver_cuda is None
+    else (f.nccl_cuda > f.driver_cuda) is want,
     # "any" is handled by _evaluate: a list of condition sets, one of which must hold.
 }
 
@@ -243,7 +277,8 @@ UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the
               "peer_unverified": "GPU peer access",
               "ranks_behind": "which ranks were behind", "shm_writable": "whether /dev/shm is writable",
               "compat_loaded": "whether a CUDA compat libcuda was loaded", "compute_mode": "the GPUs' compute mode",
-              "capability_below": "the GPUs' compute capability", "nvml_mismatch": "NVML's own answer"}
+              "capability_below": "the GPUs' compute capability", "nvml_mismatch": "NVML's own answer",
+              "nccl_cuda_above_driver": "the CUDA NCCL was built for against the driver's"}
 
 
 @dataclass(frozen=True)

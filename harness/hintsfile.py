@@ -240,6 +240,7 @@ class Conditions(_Strict):
     compute_mode: _ComputeModes | None = None
     capability_below: _Version | None = None
     nvml_mismatch: StrictBool | None = None
+    nccl_cuda_above_driver: StrictBool | None = None
     any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
 
     @field_validator("*", mode="before")

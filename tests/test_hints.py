@@ -265,6 +265,30 @@ CASES = [
                                 "was a network error, NCCL version 2.21.5"), {
         "own internal error": failed("ncclInternalError: Internal check failed."),
     }),
+    ("host-oom-killed", failed("", launcher_tail="[launch.py:315:sigkill_handler] Killing subprocess 5012\n"
+                                 "subprocess.CalledProcessError: Command '['python', 'train.py']' died with "
+                                 "<Signals.SIGKILL: 9>.", error_class=None), {
+        "the harness stopped a hang": failed("", status="hang", launcher_tail="died with <Signals.SIGKILL: 9>."),
+        "a SIGTERM": failed("", launcher_tail="died with <Signals.SIGTERM: 15>.", error_class=None),
+    }),
+    ("ddp-unused-parameters", failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
+                                     "starting a new one.", phase="step", error_class="other"), {
+        "another reducer error": failed("RuntimeError: Expected to mark a variable ready only once.", phase="step"),
+    }),
+    ("cuda-in-forked-process", failed("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
+                                      "with multiprocessing, you must use the 'spawn' start method",
+                                      error_class="cuda"), {
+        "spawned": failed("RuntimeError: CUDA error: initialization error", error_class="cuda"),
+    }),
+    ("process-group-not-initialized", failed("ValueError: Default process group has not been initialized, please "
+                                             "make sure to call init_process_group.", error_class="launcher"), {
+        "initialised twice": failed("RuntimeError: trying to initialize the default process group twice!"),
+    }),
+    ("rank-env-unset", failed("ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
+                              "variable MASTER_PORT expected, but not set", error_class="launcher"), {
+        "set but unreachable": failed("torch.distributed.DistNetworkError: The client socket has timed out after "
+                                      "600000ms while trying to connect to (10.0.0.1, 29500).", error_class="launcher"),
+    }),
     ("nccl-socket-ifname", warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> "
                                   "failed : No route to host"), {
         "passed": warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> failed : "
@@ -345,8 +369,13 @@ CASES = [
                               "version", phase="startup"), {
         "out of memory": failed("RuntimeError: CUDA error: out of memory", phase="startup"),
     }),
-    ("nccl-built-for-newer-cuda", warned("init.cc:1582 NCCL WARN Cuda failure 'CUDA driver version is insufficient "
-                                         "for CUDA runtime version'", error_class="driver"), {
+    # NCCL built for CUDA 12 on a driver that runs CUDA 11 at most (470)
+    ("nccl-built-for-newer-cuda", warned("NCCL INFO NCCL version 2.21.5+cuda12.4",
+                                         "init.cc:1582 NCCL WARN Cuda failure 'CUDA driver version is insufficient "
+                                         "for CUDA runtime version'", error_class="driver", driver="470.82.01"), {
+        "a driver that runs that CUDA": warned("NCCL INFO NCCL version 2.21.5+cuda12.4",
+                                               "init.cc:1582 NCCL WARN Cuda failure 'CUDA driver version is "
+                                               "insufficient for CUDA runtime version'", error_class="driver"),
         "the application's own CUDA": failed("RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA "
                                              "runtime version", phase="startup"),
     }),
@@ -371,6 +400,16 @@ CASES = [
                                 "error: no cuda-capable device is detected"),
         "a lost GPU": failed("CUDA Error: no CUDA-capable device is detected\nUnable to determine the device handle "
                              "for GPU 0000:03:00.0: GPU is lost.", phase="startup"),
+    }),
+    ("container-lost-gpu-devices", failed("", phase="fingerprint", launcher_tail="$ nvidia-smi\nFailed to "
+                                          "initialize NVML: Unknown Error", error_class="driver"), {
+        "a version mismatch": failed("", phase="fingerprint", launcher_tail="Failed to initialize NVML: "
+                                     "Driver/library version mismatch", error_class="driver"),
+    }),
+    ("peer-mapping-exhausted", warned("transport/p2p.cc:300 NCCL WARN Cuda failure 'peer mapping resources "
+                                      "exhausted'", error_class="cuda"), {
+        "peer access unsupported": warned("transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+                                          "access is not supported between these two devices"),
     }),
     ("container-gpu-runtime-missing", failed("", phase="startup", launcher_tail="docker: Error response from daemon: "
                                              "could not select device driver \"\" with capabilities: [[gpu]]."), {
@@ -481,6 +520,16 @@ def test_an_oversized_nccl_buffsize_is_a_registration_failure_whatever_the_memlo
     big = memlock_fail(memlock="unlimited", variant_env={"NCCL_BUFFSIZE": str(1 << 30)})
     assert [m.certain for m in match(big) if m.hint.id == "memlock-too-low"] == [True]
     assert "memlock-too-low" not in ids(memlock_fail(memlock="unlimited", variant_env={"NCCL_DEBUG": "INFO"}))
+
+
+def test_a_rank_the_kernel_killed_is_named_by_its_signal_not_by_any_message():
+    """outcome.classify's own words for a rank that died by a signal without an error: SIGKILL (what the
+    OOM killer sends) gets the host-memory hint; another signal does not."""
+    def died(sig: str) -> dict:
+        return make_record(status="fail", phase="step", error_class="killed",
+                           reason=f"rank 1 died in step ({sig}) without an error")
+    assert "host-oom-killed" in ids(died("SIGKILL"))
+    assert "host-oom-killed" not in ids(died("SIGSEGV"))
 
 
 def test_every_hint_in_the_data_file_is_tested():

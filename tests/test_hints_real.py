@@ -226,6 +226,8 @@ TABLE = [
     ("gpu-exclusive-process", "exclusive-process-mode-1", dict(modes=["exclusive_process"]), dict(modes=["default"])),
     ("bf16-unsupported-gpu", "bf16-unsupported-1", dict(capability="7.0"), dict(capability="8.6")),
     ("nvml-driver-mismatch", "nvml-mismatch-1", dict(nvml_mismatch=True), dict(nvml_mismatch=False)),
+    # NCCL 2.1.4+cuda9.1 (in its log) on a CUDA 8 driver (375) / on a driver that runs CUDA 9 (396)
+    ("nccl-built-for-newer-cuda", "nccl-cuda-mismatch-1", dict(driver="375.26"), dict(driver="396.26")),
     ("efa-libfabric-too-old", "net-plugin-missing-2", dict(nccl="2.21.5"), dict(nccl="2.18.6")),
     ("efa-libfabric-too-old", "net-plugin-missing-1", dict(nccl="2.27.7"),
      dict(nccl="2.27.7", env={"FI_EFA_SET_CUDA_SYNC_MEMOPS": "0"})),

@@ -42,7 +42,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # wrapped in NCCL's "unhandled cuda error" or torch's CUDA init errors; the wrapper is not the cause.
     ("driver", re.compile(r"driver version is insufficient|cudaErrorInsufficientDriver|"
                           r"CUDA_ERROR_INSUFFICIENT_DRIVER|NVIDIA driver on your system is too old|"
-                          r"Driver/library version mismatch|Found no NVIDIA driver|"
+                          r"Driver/library version mismatch|Found no NVIDIA driver|Failed to initialize NVML|"
                           r"NVIDIA kernel module|nvidia-fabricmanager|fabric ?manager|"
                           r"system not yet initialized|cudaErrorSystemNotReady|"
                           r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
@@ -84,13 +84,18 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"does not support bfloat16|Bfloat16 is only supported|"
                         # two GPUs without peer access, as torch's "Last error:" repeats the CUDA failure
                         # (NCCL's own WARN of it, cuMem host sharing in shm.cc, stays NCCL's)
-                        r"(?<!WARN )Cuda failure 217 'peer access is not supported", re.I)),
+                        r"(?<!WARN )Cuda failure 217 'peer access is not supported|"
+                        # kernels for another architecture, CUDA's peer limit, CUDA after fork
+                        r"invalid device function|peer mapping resources exhausted|TOO_MANY_PEERS|"
+                        r"Cannot re-initialize CUDA in forked subprocess", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
                         # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
                         r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
+    # a collective with no process group: the script was started without its launcher
+    ("launcher", re.compile(r"Default process group has not been initialized")),
     # Before any rank runs: Accelerate's own port check, and torch's rendezvous (c10d's TCPStore client,
     # torchrun's rendezvous) that cannot reach or resolve the master, even where its text says "timed out"
     ("launcher", re.compile(r"but another process is utilizing it|The client socket has (?:failed to connect|"
