@@ -120,11 +120,23 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "name the interface the ranks share (GLOO_SOCKET_IFNAME=eth0) and check that the hostname does not "
               "resolve to 127.0.1.1 on a multi-node run"),
     Subsystem("the store and rendezvous (torch's TCPStore, torchrun, accelerate launch)",
-              _rx(r"TCPStore|rendezvous|DistNetworkError|MASTER_ADDR|MASTER_PORT|main_process_port|"
+              _rx(r"TCPStore|rendezvous|DistNetworkError|MASTER_ADDR|MASTER_PORT|main_process_port|\[c10d\]|"
                   r"address already in use|EADDRINUSE|server socket has failed"),
               ("MASTER_ADDR", "MASTER_PORT"),
               "check that MASTER_ADDR resolves and is reachable from every node and that MASTER_PORT is free "
               "and open (a firewall, another job on the port)"),
+    Subsystem("NCCL's buffers (its own GPU memory)",
+              _rx(r"Cuda failure (2 )?.out of memory|Failed to CUDA calloc"),
+              ("NCCL_BUFFSIZE", "NCCL_MAX_NCHANNELS"),
+              "NCCL could not allocate its buffers: create the communicator before the model fills the GPU, check "
+              "nvidia-smi for other processes on it, and lower NCCL_BUFFSIZE (or unset it where it was raised)"),
+    # last: NCCL's bare result, with no WARN that names the call (a log at NCCL_DEBUG=WARN would)
+    Subsystem("NCCL, without saying which call failed (its 'system error')",
+              _rx(r"unhandled system error|ncclSystemError"),
+              ("NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE"),
+              "run once with NCCL_DEBUG=WARN to see the call that failed; the usual ones are a socket on an "
+              "interface the ranks do not share (NCCL_SOCKET_IFNAME), /dev/shm (NCCL_SHM_DISABLE=1 to check) and "
+              "InfiniBand (NCCL_IB_DISABLE=1 to check)"),
 )
 
 

@@ -289,6 +289,20 @@ CASES = [
         "set but unreachable": failed("torch.distributed.DistNetworkError: The client socket has timed out after "
                                       "600000ms while trying to connect to (10.0.0.1, 29500).", error_class="launcher"),
     }),
+    ("open-files-limit", warned("misc/socket.cc:638 NCCL WARN ncclOsSocketTryAccept: Accept failed: Too many open "
+                                "files"), {
+        "another accept failure": warned("misc/socket.cc:638 NCCL WARN ncclOsSocketTryAccept: Accept failed: "
+                                         "Connection reset by peer", status="pass"),
+    }),
+    ("collective-mismatch", failed("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+                                   "collective: CollectiveFingerPrint(OpType=ALLREDUCE, TensorShape=[20])",
+                                   phase="step"), {
+        "a mismatch of versions": failed("RuntimeError: NCCL version mismatch between ranks", phase="step"),
+    }),
+    ("nccl-gpu-memory", warned("include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'", error_class="oom"), {
+        "the model's own OOM": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+                                      error_class="oom", phase="step"),
+    }),
     ("nccl-socket-ifname", warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> "
                                   "failed : No route to host"), {
         "passed": warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> failed : "

@@ -225,7 +225,9 @@ TABLE = [
     ("cuda-compat-unsupported-gpu", "cuda-compat-forward-1", dict(compat=True), dict(compat=False)),
     ("gpu-exclusive-process", "exclusive-process-mode-1", dict(modes=["exclusive_process"]), dict(modes=["default"])),
     ("bf16-unsupported-gpu", "bf16-unsupported-1", dict(capability="7.0"), dict(capability="8.6")),
-    ("nvml-driver-mismatch", "nvml-mismatch-1", dict(nvml_mismatch=True), dict(nvml_mismatch=False)),
+    ("nvml-driver-mismatch", "nvml-mismatch-1", dict(nvml_mismatch=True), dict(nvml_mismatch=False, compat=False)),
+    # the 803 of a compat libcuda: mapped (certain), or NVML fine and the host's own libcuda (no hint)
+    ("nvml-driver-mismatch", "cuda-compat-forward-3", dict(compat=True), dict(nvml_mismatch=False, compat=False)),
     # NCCL 2.1.4+cuda9.1 (in its log) on a CUDA 8 driver (375) / on a driver that runs CUDA 9 (396)
     ("nccl-built-for-newer-cuda", "nccl-cuda-mismatch-1", dict(driver="375.26"), dict(driver="396.26")),
     ("efa-libfabric-too-old", "net-plugin-missing-2", dict(nccl="2.21.5"), dict(nccl="2.18.6")),

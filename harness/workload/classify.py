@@ -52,7 +52,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"unsatisfied condition: cuda ?>=|"
                           # cudaErrorCallRequiresNewerDriver (36): a runtime newer than the driver calling
                           # what the driver lacks (NVIDIA/nccl#496)
-                          r"API call is not supported in the installed CUDA driver|cudaErrorCallRequiresNewerDriver", re.I)),
+                          r"API call is not supported in the installed CUDA driver|cudaErrorCallRequiresNewerDriver|"
+                          # 803: the driver's libraries (or an image's compat libcuda) and the kernel module differ
+                          r"cudaErrorSystemDriverMismatch|unsupported display driver / cuda driver combination", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -114,7 +116,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"MASTER_PORT|LOCAL_RANK)", re.I)),
     # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs, and its
     # functions' names: "ncclSocketInit: connecting to address ...")
-    ("nccl", re.compile(r"NCCL|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
+    ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
