@@ -116,7 +116,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"MASTER_PORT|LOCAL_RANK)", re.I)),
     # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs, and its
     # functions' names: "ncclSocketInit: connecting to address ...")
-    ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
+    ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|"
+                        r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
