@@ -100,7 +100,8 @@ def _driver_cuda(fp: Fingerprint, driver: Version | None, texts: Iterable[str]) 
 
 
 def _nccl_cuda(texts: Iterable[str]) -> int | None:
-    return next((int(m.group(1)) for t in texts for m in [_NCCL_BUILT_CUDA.search(t)] if m), None)
+    built = _in_text(_NCCL_BUILT_CUDA, texts)
+    return built.major if built else None
 
 
 def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
@@ -225,9 +226,8 @@ def _env_unset(f: Facts, names: tuple[str, ...]) -> bool | None:
 
 
 def _env_set_condition(f: Facts, names: tuple[str, ...]) -> bool | None:
-    if f.env_set.intersection(names):
-        return True
-    return False if f.env_known else None
+    unset = _env_unset(f, names)  # the same places, the same unknown
+    return None if unset is None else not unset
 
 
 # key -> predicate on (Facts, the validated value of that key in the data file; see hintsfile.Conditions)
