@@ -68,6 +68,8 @@ class Facts:
     nvml_mismatch: bool | None = None  # nvmlInit: driver library and kernel module of different versions
     nccl_cuda: int | None = None  # the CUDA major NCCL was built for ("NCCL version x.y.z+cuda12.4")
     driver_cuda: int | None = None  # the highest CUDA major the driver runs
+    driver_seen: bool | None = None  # a driver answered (its version); False: the rank saw no GPU and no driver
+    gpu_memory_elsewhere: bool | None = None  # CUDA's OOM message: most of the GPU was held by other processes
     texts: tuple[str, ...] = ()  # each at most textmatch.MAX_TEXT characters: a longer text is its head and its tail
 
 
@@ -111,6 +113,11 @@ def _in_text(pattern: re.Pattern[str], texts: Iterable[str]) -> Version | None:
 # torch's desync report (TORCH_NCCL_DESYNC_DEBUG=1; TraceUtils.h analyzeMissingRanks) names ranks that
 # never joined: "To our best knowledge, ranks [1, 3] are the lagging ranks that caused this timeout."
 _LAGGING = re.compile(r"ranks \[(\d+(?:, ?\d+)*)\] are the lagging ranks that caused this timeout")
+# ProcessGroupNCCL's broadcastUniqueNCCLID: a rank waiting for the NCCL id that rank N has not yet put in
+# the store ("[1] is setting up NCCL communicator and retr(ei|ie)ving ncclUniqueId from [0] via c10d
+# key-value store by key '0', but store->get('0') got error: Timeout waiting for key"): rank N is behind.
+_NO_UNIQUE_ID = re.compile(r"ncclUniqueId from \[(\d+)\] via c10d key-value store by key \S{1,80} but "
+                           r"store->get\(\S{1,80} got error: (Socket )?Timeout")
 
 
 def _ranks_behind(outcome: Outcome | None, texts: Iterable[str]) -> tuple[int, ...] | None:
@@ -120,8 +127,49 @@ def _ranks_behind(outcome: Outcome | None, texts: Iterable[str]) -> tuple[int, .
     found = outcome.detail.get("ranks_behind") if outcome and outcome.status == "hang" else None
     if isinstance(found, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in found):
         return tuple(found)
-    lagging = next((m.group(1) for t in texts for m in [_LAGGING.search(t)] if m), None)
+    lagging = next((m.group(1) for t in texts for m in [_LAGGING.search(t) or _NO_UNIQUE_ID.search(t)] if m), None)
     return tuple(int(r) for r in lagging.split(",")) if lagging else None
+
+
+# The CUDA caching allocator's OOM message states what this process held against the GPU's size:
+# torch < 2.1 "(GPU 0; 47.54 GiB total capacity; 194.45 MiB already allocated; 4.88 MiB free; 686.00 MiB
+# reserved in total by PyTorch)", later "GPU 0 has a total capacity of 23.65 GiB of which 3.06 MiB is free.
+# ... this process has 1.20 GiB memory in use", or only "Of the allocated memory 29.76 GiB is allocated by
+# PyTorch, and 1.64 GiB is reserved by PyTorch but unallocated". What is neither free nor this process's
+# is another's.
+_SIZE = r"(\d+(?:\.\d+)?) ([KMGT]i?B)"
+_OOM_OLD = re.compile(rf"{_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free; {_SIZE} reserved in total")
+_OOM_NEW = re.compile(rf"total capacity of {_SIZE} of which {_SIZE} is free\.")
+_OOM_MINE = (re.compile(rf"this process has {_SIZE} memory in use"),
+             re.compile(rf"Of the allocated memory {_SIZE} is allocated by PyTorch, and {_SIZE} is reserved"))
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _bytes(number: str, unit: str) -> float:
+    return float(number) * _UNITS[unit[0]]
+
+
+def _gpu_memory_elsewhere(texts: Iterable[str]) -> bool | None:
+    """Whether more than half of the GPU was held by other processes when CUDA ran out of memory, from
+    the allocator's own figures; None when no OOM message gives them."""
+    for t in texts:
+        if m := _OOM_OLD.search(t):
+            total, free, mine = _bytes(*m.group(1, 2)), _bytes(*m.group(5, 6)), _bytes(*m.group(7, 8))
+        elif (m := _OOM_NEW.search(t)) and (own := _OOM_MINE[0].search(t) or _OOM_MINE[1].search(t)):
+            total, free = _bytes(*m.group(1, 2)), _bytes(*m.group(3, 4))
+            mine = sum(_bytes(*own.group(i, i + 1)) for i in range(1, own.re.groups, 2))
+        else:
+            continue
+        return total - free - mine > total / 2
+    return None
+
+
+def _driver_seen(fp: Fingerprint, driver: Version | None, driver_cuda: int | None) -> bool | None:
+    """A driver answered: its version or its CUDA is known (the fingerprint, nvidia-smi's or NCCL's line). False when
+    the fingerprint was taken and the rank saw neither a GPU nor a driver; None for a log that says neither."""
+    if driver is not None or driver_cuda is not None:
+        return True
+    return False if fp and fp.device_count == 0 and not fp.gpus else None  # torch counted none
 
 
 def _texts(outcome: Outcome | None, raw: RawAttempt) -> tuple[str, ...]:
@@ -169,6 +217,7 @@ def facts(record: CellRecord | Any) -> Facts:
     candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl.values()] + [cell.nccl]
     nccl = next((v for v in map(version, candidates) if v is not None), None) or _in_text(_NCCL_VERSION, texts)
     driver = version(fp.driver) or _in_text(_DRIVER_VERSION, texts)
+    driver_cuda = _driver_cuda(fp, driver, texts)
     return Facts(
         status=outcome.status if outcome else None,
         phase=(outcome.phase or None) if outcome else None,
@@ -196,7 +245,9 @@ def facts(record: CellRecord | Any) -> Facts:
         min_capability=version(fp.min_capability),
         nvml_mismatch=fp.nvml_mismatch,
         nccl_cuda=_nccl_cuda(texts),
-        driver_cuda=_driver_cuda(fp, driver, texts),
+        driver_cuda=driver_cuda,
+        driver_seen=_driver_seen(fp, driver, _driver_cuda(fp, None, texts)),  # libcuda's or a log's, not the table's
+        gpu_memory_elsewhere=_gpu_memory_elsewhere(texts),
         texts=texts,
     )
 
@@ -259,6 +310,8 @@ CONDITIONS: dict[str, Callable[[Facts, Any], bool | None]] = {
     "nvml_mismatch": lambda f, want: _known(f.nvml_mismatch, lambda have: have is want),
     "nccl_cuda_above_driver": lambda f, want: None if f.nccl_cuda is None or f.driver_cuda is None
     else (f.nccl_cuda > f.driver_cuda) is want,
+    "driver_seen": lambda f, want: _known(f.driver_seen, lambda have: have is want),
+    "gpu_memory_elsewhere": lambda f, want: _known(f.gpu_memory_elsewhere, lambda have: have is want),
     # "any" is handled by _evaluate: a list of condition sets, one of which must hold.
 }
 
@@ -278,7 +331,8 @@ UNMEASURED = {"status": "the outcome", "phase": "the phase", "error_class": "the
               "ranks_behind": "which ranks were behind", "shm_writable": "whether /dev/shm is writable",
               "compat_loaded": "whether a CUDA compat libcuda was loaded", "compute_mode": "the GPUs' compute mode",
               "capability_below": "the GPUs' compute capability", "nvml_mismatch": "NVML's own answer",
-              "nccl_cuda_above_driver": "the CUDA NCCL was built for against the driver's"}
+              "nccl_cuda_above_driver": "the CUDA NCCL was built for against the driver's",
+              "driver_seen": "the driver version", "gpu_memory_elsewhere": "the GPU's memory use"}
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,8 @@ class Conditions(_Strict):
     capability_below: _Version | None = None
     nvml_mismatch: StrictBool | None = None
     nccl_cuda_above_driver: StrictBool | None = None
+    driver_seen: StrictBool | None = None
+    gpu_memory_elsewhere: StrictBool | None = None
     any: Annotated[tuple[Conditions, ...], BeforeValidator(_nonempty)] | None = None
 
     @field_validator("*", mode="before")

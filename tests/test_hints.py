@@ -284,6 +284,9 @@ CASES = [
                                              "make sure to call init_process_group.", error_class="launcher"), {
         "initialised twice": failed("RuntimeError: trying to initialize the default process group twice!"),
     }),
+    ("local-rank-argument", failed("main.py: error: unrecognized arguments: --local-rank=0", error_class="launcher"), {
+        "another argument": failed("main.py: error: unrecognized arguments: --batch-size=8", error_class="launcher"),
+    }),
     ("rank-env-unset", failed("ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
                               "variable MASTER_PORT expected, but not set", error_class="launcher"), {
         "set but unreachable": failed("torch.distributed.DistNetworkError: The client socket has timed out after "
@@ -347,6 +350,16 @@ CASES = [
                                             "failed: No data available"), {
         "EFA selected": warned("NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)"),
     }),
+    ("rdma-device-unopenable", failed("libfabric:7:efa:ep_data:efa_device_construct_gid():47<warn> ibv_open_device failed! "
+                                      "errno: 2"), {
+        "no EFA device at all": failed("libfabric:7:core:core:fi_getinfo_():1391<warn> fi_getinfo: provider efa output "
+                                       "empty list"),
+    }),
+    ("efa-forked-process", failed("Unable to write to EQ: Missing or unavailable event queue. err: Input/output error (5) "
+                                  "prov_errno: Unknown error -114 (-114) prov/rxr/src/rxr.h:1042"), {
+        "another libfabric error": failed("libfabric:7:efa:cq:rxr_cq_handle_error():180<warn> err: 113, message: No "
+                                          "route to host (113)"),
+    }),
     ("efa-security-group", warned("nccl_net_ofi_rdma.c:4020 NCCL WARN NET/OFI Unable to insert remote address into "
                                   "address vector for device 0. RC: -22"), {
         "endpoint error": warned("NCCL WARN NET/OFI Creating new endpoint for domain 0x7f failed: Invalid argument"),
@@ -361,6 +374,11 @@ CASES = [
                                               status="pass", phase=None),
         "graph file but passed": warned("NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/graph.xml",
                                         status="pass", phase=None),
+    }),
+    ("ib-mtu-mismatch", warned("transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access "
+                               "violation work queue error", nccl_loaded="2.20.3"), {
+        "NCCL before 2.20": warned("transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access "
+                                   "violation work queue error", nccl_loaded="2.19.3"),
     }),
     ("ib-retry-exceeded", failed("[1700000000.123] [node1:1234:0] ib_mlx5_log.c:171 Transport retry count exceeded "
                                  "on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"), {
@@ -402,6 +420,15 @@ CASES = [
         "fabric manager": failed("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet "
                                  "initialized", phase="startup"),
     }),
+    ("driver-module-not-loaded", failed("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                                        "Make sure that the latest NVIDIA driver is installed and running.",
+                                        error_class="driver"), {
+        "the module there, its library another version": failed("Failed to initialize NVML: Driver/library version "
+                                                                "mismatch", error_class="driver"),
+    }),
+    ("gpu-device-permission-denied", failed("Failed to initialize NVML: Insufficient Permissions", error_class="driver"), {
+        "devices lost from the cgroup": failed("Failed to initialize NVML: Unknown Error", error_class="driver"),
+    }),
     ("nvml-driver-mismatch", failed("", phase="startup", launcher_tail="Failed to initialize NVML: Driver/library "
                                                                       "version mismatch", nvml=NVML_MISMATCH), {
         "NVML answered in the rank": failed("", phase="startup", launcher_tail="Failed to initialize NVML: "
@@ -430,6 +457,18 @@ CASES = [
         "NVML mismatch in the hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization "
                                             "error: nvml error: driver/library version mismatch: unknown."),
     }),
+    ("container-cli-driver-init", failed("nvidia-container-cli: initialization error: driver rpc error: failed to process "
+                                         "request: unknown.", error_class="launcher"), {
+        "the driver's library missing": failed("nvidia-container-cli: initialization error: load library failed: "
+                                               "libnvidia-ml.so.1: cannot open shared object file", error_class="launcher"),
+        "the library another version": failed("nvidia-container-cli: initialization error: nvml error: "
+                                              "Driver/library version mismatch", error_class="launcher"),
+    }),
+    ("nccl-library-corrupt", failed("bus error when Loading nccl from library /root/.config/vllm/nccl/cu12/libnccl.so.2.18.1",
+                                    error_class="import"), {
+        "a bus error from /dev/shm": failed("ERROR: Unexpected bus error encountered in worker. This might be caused by "
+                                            "insufficient shared memory (shm).", error_class="shm"),
+    }),
     ("nccl-two-libraries", failed("ImportError: /venv/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
                                   phase="startup"), {
         "one NCCL wheel": failed("", phase="startup", launcher_tail="[pip3] nvidia-nccl-cu12==2.21.5\n"
@@ -444,6 +483,11 @@ CASES = [
     }),
     ("illegal-memory-access", failed("CUDA error: an illegal memory access was encountered", error_class="cuda"), {
         "misaligned": failed("CUDA error: misaligned address", error_class="cuda"),
+    }),
+    ("cuda-toolkit-mismatch", failed("Exception: Installed CUDA version 11.0 does not match the version torch was compiled "
+                                     "with 11.1", error_class="cuda"), {
+        "the same versions": failed("Installed CUDA version 12.4 matches the version torch was compiled with 12.4",
+                                    error_class="cuda", status="pass"),
     }),
     ("cuda-arch-not-in-build", failed("RuntimeError: CUDA error: no kernel image is available for execution on the "
                                       "device", error_class="cuda"), {
@@ -469,16 +513,49 @@ CASES = [
         "fp16 overflow": failed("RuntimeError: value cannot be converted to type at::Half without overflow",
                                 phase="step", error_class="other"),
     }),
+    ("gpu-memory-held-elsewhere", failed("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 47.54 GiB "
+                                         "total capacity; 194.45 MiB already allocated; 4.88 MiB free; 686.00 MiB reserved "
+                                         "in total by PyTorch)", error_class="oom", phase="step"), {
+        "this process held the GPU": failed("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 28.77 GiB. "
+                                            "GPU 2 has a total capacity of 39.39 GiB of which 7.31 GiB is free. Of the "
+                                            "allocated memory 29.76 GiB is allocated by PyTorch, and 1.64 GiB is reserved "
+                                            "by PyTorch but unallocated.", error_class="oom", phase="step"),
+    }),
     ("ddp-prepare-oom", failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB",
                                phase="prepare", error_class="oom"), {
         "in the step": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB",
                               phase="step", error_class="oom"),
+    }),
+    ("nccl-local-ports-exhausted", warned("misc/socket.cc:409 NCCL WARN Call to bind failed: Address already in use"), {
+        "torch's store on a taken port": failed("torch.distributed.DistNetworkError: The server socket has failed to "
+                                                "listen on any local network address. port: 29500, useIpv6: 0, code: -98, "
+                                                "name: EADDRINUSE, message: address already in use",
+                                                error_class="launcher"),
     }),
     ("rendezvous-port-in-use", failed("", phase="startup", launcher_tail="[c10d] The server socket has failed to listen "
                                       "on any local network address. port: 29500, useIpv6: 0, code: -98, name: "
                                       "EADDRINUSE, message: address already in use"), {
         "refused": failed("", phase="startup", launcher_tail="[c10d] The client socket has failed to connect to "
                                                              "[localhost]:29500 (errno: 111 - Connection refused)."),
+    }),
+    ("mpi-host-slots-syntax", failed("ssh: Could not resolve hostname localhost:4: Temporary failure in name resolution",
+                                     error_class="launcher"), {
+        "a host name that does not resolve": failed("ssh: Could not resolve hostname node7: Name or service not known",
+                                                    error_class="launcher"),
+    }),
+    ("mpi-daemon-not-found", failed("bash: orted: command not found", error_class="launcher"), {
+        "another command": failed("bash: nvcc: command not found", error_class="launcher"),
+    }),
+    ("mpi-tcp-nonrouted-interface", failed("[node1:06805] btl: tcp: Match incoming connection from [[27443,1],1] "
+                                           "44.128.0.4 with locally known IP 2.2.2.77 failed (iface 0/4)!",
+                                           error_class="launcher"), {
+        "btl verbose that matched": failed("[node1:06805] btl: tcp: Match incoming connection from [[27443,1],1] "
+                                           "44.128.0.4 with locally known IP 44.128.0.3 succeeded", status="pass"),
+    }),
+    ("duplicate-hostname", failed("/build/src/host/mem/mem_heap.cpp:exchange_heap_memory_handle:775: Fatal IPC "
+                                  "Failure"), {
+        "another NVSHMEM failure": failed("/build/src/host/init/init.cu:nvshmemi_check_state_and_init:1117: nvshmem "
+                                          "initialization failed, exiting"),
     }),
     ("hostname-unresolvable", failed("", phase="startup", launcher_tail="[W1008 23:40:22.781961348 socket.cpp:767] "
                                      "[c10d] The IPv4 network addresses of (node-7.internal, 29500) cannot be "

@@ -233,6 +233,10 @@ TABLE = [
     ("efa-libfabric-too-old", "net-plugin-missing-2", dict(nccl="2.21.5"), dict(nccl="2.18.6")),
     ("efa-libfabric-too-old", "net-plugin-missing-1", dict(nccl="2.27.7"),
      dict(nccl="2.27.7", env={"FI_EFA_SET_CUDA_SYNC_MEMOPS": "0"})),
+    # "insufficient" with a driver that answered (an old one), and from a rank that saw no GPU and no
+    # driver at all (a container started without GPUs: h2-no-gpu-in-container-1's cause)
+    ("driver-too-old", "driver-too-old-1", dict(driver="418.67"), dict(gpus=())),
+    ("ib-mtu-mismatch", "h2b-ib-mtu-mismatch-1", dict(nccl="2.20.3"), dict(nccl="2.19.3")),
 ]
 
 
@@ -254,6 +258,13 @@ def test_measured_facts_make_a_hint_certain_possible_or_nothing(hint_id, entry_i
     assert present_match is not None and present_match.certain, "fact present and matching: certain"
     assert present_match.caveat == ""
     assert hint_id not in fired(apply(contradicting)), "fact present and contradicting: no hint"
+
+
+def test_a_rank_waiting_for_the_nccl_id_names_the_rank_that_never_sent_it():
+    """torch's "retrieving ncclUniqueId from [0] ... Timeout waiting for key": rank 0 is behind, so the
+    hint is the rank-behind one, certain from the log alone, and never the transport hang."""
+    got = fired(log_record(entries()["h2-watchdog-timeout-2"]))
+    assert got["watchdog-timeout"].certain and "transport-hang" not in got
 
 
 def test_the_caveat_names_the_missing_facts():

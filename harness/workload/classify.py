@@ -54,7 +54,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # what the driver lacks (NVIDIA/nccl#496)
                           r"API call is not supported in the installed CUDA driver|cudaErrorCallRequiresNewerDriver|"
                           # 803: the driver's libraries (or an image's compat libcuda) and the kernel module differ
-                          r"cudaErrorSystemDriverMismatch|unsupported display driver / cuda driver combination", re.I)),
+                          r"cudaErrorSystemDriverMismatch|unsupported display driver / cuda driver combination|"
+                          # the kernel module's own words for it (dmesg), and nvidia-smi's with no module
+                          r"API mismatch: the client has the version|couldn't communicate with the NVIDIA driver|"
+                          # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
+                          # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
+                          # incorrectly set up environment"), and torch's extension builder finding no GPU
+                          r"\bCUDA unknown error\b|No CUDA runtime is found", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -65,8 +71,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
-    ("nccl", re.compile(r"\bibv_\w+(?:\(\))? failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
-                        r"transport retry count(?:er)? exceeded", re.I)),
+    ("nccl", re.compile(r"\bibv_\w+(?:\([^)\n]{0,40}\))? failed|NET/IB|NET/OFI|\bfi_getinfo\b|\blibfabric:\d+:|"
+                        r"transport retry count(?:er)? exceeded|"
+                        # libfabric's providers by their sources ("prov/rxr/src/rxr.h:1042"), UCX asking
+                        # for the memlock limit it needs to register memory with the NIC
+                        r"\bprov/\w+/src/|Please set max locked memory", re.I)),
+    # a library file that cannot be mapped (truncated: a bus error while loading it) is not /dev/shm
+    ("import", re.compile(r"bus error when Loading nccl from library|invalid ELF header|: file too short", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
@@ -89,7 +100,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"(?<!WARN )Cuda failure 217 'peer access is not supported|"
                         # kernels for another architecture, CUDA's peer limit, CUDA after fork
                         r"invalid device function|peer mapping resources exhausted|TOO_MANY_PEERS|"
-                        r"Cannot re-initialize CUDA in forked subprocess", re.I)),
+                        r"Cannot re-initialize CUDA in forked subprocess|"
+                        # an extension built with a CUDA toolkit other than torch's (DeepSpeed, cpp_extension)
+                        r"does not match the version torch was compiled with|"
+                        r"mismatches the version that was used to compile", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
@@ -103,7 +117,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("launcher", re.compile(r"but another process is utilizing it|The client socket has (?:failed to connect|"
                             r"timed out after)|connect\(\) timed out\. Original timeout|"
                             r"connection to the C10d store has failed|Rendezvous\w*Error|"
-                            r"cannot be retrieved \(gai error|host not found: Name or service not known")),
+                            r"cannot be retrieved \(gai error|host not found: Name or service not known|"
+                            # the launcher's own argument to the script, and MPI's start-up (ssh to each
+                            # host, its daemons, its TCP transport between them)
+                            r"unrecognized arguments: --local[-_]rank|Could not resolve hostname|"
+                            r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
+                            # the store's client socket timing out: the rendezvous, not a collective
+                            r"DistStoreError: Socket Timeout")),
     # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
     # nor a timeout, whatever its text around it says: "timeout=timeout)" in a traceback)
     ("other", re.compile(r"Gloo connectFullMesh failed|gloo/transport/tcp/pair\.cc:\d+\] connect \[|"
@@ -116,7 +136,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"MASTER_PORT|LOCAL_RANK)", re.I)),
     # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs, and its
     # functions' names: "ncclSocketInit: connecting to address ...")
-    ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|"
+    ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|nvshmem|"
                         r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
