@@ -199,6 +199,9 @@ CASES = [
         "newer NCCL, out of space": warned("misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
                                            "/dev/shm/nccl-x (size 9637888), error: No space left on device (28)"),
     }),
+    ("nccl-vgpu-unsupported", warned("init.cc:426 NCCL WARN Cuda failure 'operation not supported'", nccl_loaded="2.27.5"), {
+        "NCCL 2.21": warned("init.cc:426 NCCL WARN Cuda failure 'operation not supported'", nccl_loaded="2.21.5"),
+    }),
     ("nccl-cumem-host-numa", numa_fail(), {
         "NCCL 2.26.5": numa_fail(nccl_loaded="2.26.5"),
         "NCCL 2.23.4": numa_fail(nccl_loaded="2.23.4"),
@@ -286,6 +289,21 @@ CASES = [
     }),
     ("local-rank-argument", failed("main.py: error: unrecognized arguments: --local-rank=0", error_class="launcher"), {
         "another argument": failed("main.py: error: unrecognized arguments: --batch-size=8", error_class="launcher"),
+    }),
+    ("world-size-mismatch", warned("bootstrap.cc:190 NCCL WARN Bootstrap Root : mismatch in rank count from procs 6 : 3"), {
+        "a bootstrap that could not connect": warned("bootstrap.cc:68 NCCL WARN Bootstrap Root : Connection refused"),
+    }),
+    ("cpu-tensor-in-nccl-collective", failed("RuntimeError: Tensors must be CUDA and dense", error_class="nccl"), {
+        "a sparse GPU tensor elsewhere": failed("RuntimeError: sparse tensors are not supported here", error_class="other"),
+    }),
+    ("ddp-model-mismatch", failed("RuntimeError: DDP expects same model across all ranks, but Rank 6 has 59 params, while "
+                                  "rank 0 has inconsistent 48 params.", error_class="other"), {
+        "unused parameters": failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
+                                    "starting a new one.", error_class="other"),
+    }),
+    ("ddp-reentrant-checkpointing", failed("RuntimeError: Expected to mark a variable ready only once.", error_class="other"), {
+        "unused parameters": failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
+                                    "starting a new one.", error_class="other"),
     }),
     ("rank-env-unset", failed("ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
                               "variable MASTER_PORT expected, but not set", error_class="launcher"), {
@@ -435,6 +453,13 @@ CASES = [
                                             "Driver/library version mismatch", nvml=NVML_DEFAULT),
         "another NVML error": failed("", phase="startup", launcher_tail="Failed to initialize NVML: Unknown Error"),
     }),
+    ("cuda-stub-library", failed("CUDA API Error at line 28: CUDA driver is a stub library", error_class="driver"), {
+        "the driver's own library missing": failed("libcuda.so.1: cannot open shared object file: No such file or "
+                                                   "directory", error_class="import"),
+    }),
+    ("display-watchdog", failed("RuntimeError: CUDA error: the launch timed out and was terminated", error_class="cuda"), {
+        "a collective that timed out": failed(WATCHDOG, status="hang", error_class="timeout"),
+    }),
     ("no-gpu-in-container", failed("RuntimeError: Found no NVIDIA driver on your system. Please check that you "
                                    "have an NVIDIA GPU and installed a driver", phase="startup"), {
         "the host hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization error: cuda "
@@ -556,6 +581,10 @@ CASES = [
                                   "Failure"), {
         "another NVSHMEM failure": failed("/build/src/host/init/init.cu:nvshmemi_check_state_and_init:1117: nvshmem "
                                           "initialization failed, exiting"),
+    }),
+    ("rendezvous-closed", failed("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", error_class="launcher"), {
+        "a rendezvous that timed out": failed("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+                                              error_class="launcher"),
     }),
     ("hostname-unresolvable", failed("", phase="startup", launcher_tail="[W1008 23:40:22.781961348 socket.cpp:767] "
                                      "[c10d] The IPv4 network addresses of (node-7.internal, 29500) cannot be "

@@ -60,7 +60,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
                           # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
                           # incorrectly set up environment"), and torch's extension builder finding no GPU
-                          r"\bCUDA unknown error\b|No CUDA runtime is found", re.I)),
+                          r"\bCUDA unknown error\b|No CUDA runtime is found|"
+                          # the toolkit's stub libcuda (for linking only) loaded instead of the driver's; NCCL's
+                          # own WARN of it stays NCCL's (its static build's shims say it too: horovod#3831)
+                          r"(?<!failure ')CUDA driver is a stub|cudaErrorStubLibrary|/stubs/libcuda\.so", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -101,6 +104,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # kernels for another architecture, CUDA's peer limit, CUDA after fork
                         r"invalid device function|peer mapping resources exhausted|TOO_MANY_PEERS|"
                         r"Cannot re-initialize CUDA in forked subprocess|"
+                        # the display's watchdog killing a long kernel, whatever "timed out" says
+                        r"the launch timed out and was terminated|LAUNCH_TIMEOUT|cudaErrorLaunchTimeout|"
                         # an extension built with a CUDA toolkit other than torch's (DeepSpeed, cpp_extension)
                         r"does not match the version torch was compiled with|"
                         r"mismatches the version that was used to compile", re.I)),
@@ -109,6 +114,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"Remote)Error\b|NCCL error|"
                         # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
                         r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)")),
+    # a CPU tensor in a collective of an NCCL-only group, and DDP's parameter check that received nothing
+    # from the other ranks (a network between them that does not carry NCCL's traffic)
+    ("nccl", re.compile(r"Tensors must be CUDA and dense|No backend type associated with device type cpu|"
+                        r"has inconsistent 0 params")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
     # a collective with no process group: the script was started without its launcher
     ("launcher", re.compile(r"Default process group has not been initialized")),
