@@ -62,6 +62,7 @@ class Scored:
     wrong_possible: tuple[str, ...]
     generic: tuple[str, ...]  # wrapper / victim hints that fired
     advised: bool | None = None  # no specific hint: the advice names a variable of the fix (None: the fix turns none)
+    decidable: bool = True  # the excerpt holds the fact that decides its cause (no `undecided:`)
 
 
 def score(entry: dict, by_cause: dict[str, set[str]] | None = None) -> Scored:
@@ -78,7 +79,7 @@ def score(entry: dict, by_cause: dict[str, set[str]] | None = None) -> Scored:
         advised = bool(found and wanted & {v for s in found.subsystems for v in s.variables})
     return Scored(entry["id"], entry["cause"], bool(mine & set(got)), any(got[h].certain for h in mine & set(got)),
                   tuple(h for h, m in foreign.items() if m.certain), tuple(h for h, m in foreign.items() if not m.certain),
-                  tuple(h for h, m in got.items() if m.generic), advised)
+                  tuple(h for h, m in got.items() if m.generic), advised, "undecided" not in entry)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,16 @@ class Figures:
                 f"{self.named}/{self.n} ({self.named / max(self.n, 1):.0%}, certain {sum(s.named_certain for s in self.scored)}); "
                 f"a wrong hint: certain {self.wrong_certain}, possible only {self.wrong_possible}; no hint of any cause "
                 f"{self.silent}; where no hint fired and the fix turns a variable, the advice names it "
-                f"{sum(bool(s.advised) for s in advised)}/{len(advised)}")
+                f"{sum(bool(s.advised) for s in advised)}/{len(advised)}{self._decidable()}")
+
+    def _decidable(self) -> str:
+        """Where some entries' excerpts cannot decide their cause, the figures on the ones that can."""
+        sure = [s for s in self.scored if s.decidable]
+        if len(sure) == self.n:
+            return ""
+        return (f"; on the {len(sure)} whose excerpt decides the cause: named {sum(s.named for s in sure)} "
+                f"({sum(s.named for s in sure) / max(len(sure), 1):.0%}), a wrong certain hint "
+                f"{sum(bool(s.wrong_certain) for s in sure)}")
 
 
 def figures(name: str, entries: Iterable[dict]) -> Figures:
