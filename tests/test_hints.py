@@ -305,6 +305,18 @@ CASES = [
         "unused parameters": failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
                                     "starting a new one.", error_class="other"),
     }),
+    ("launcher-got-sighup", failed("torch.distributed.elastic.multiprocessing.api.SignalException: Process 81061 got "
+                                   "signal: 1", error_class="other"), {
+        "SIGTERM": failed("torch.distributed.elastic.multiprocessing.api.SignalException: Process 81061 got signal: 15",
+                          error_class="other"),
+    }),
+    ("slurm-tasks-not-started", make_record(status="hang", phase="init", reason="no progress",
+                                            launcher_tail="Multi-processing is handled by Slurm.\ninitializing ddp: "
+                                                          "GLOBAL_RANK: 0, MEMBER: 1/8"), {
+        "every member there": make_record(status="hang", phase="init", reason="no progress",
+                                          launcher_tail="Multi-processing is handled by Slurm.\ninitializing ddp: "
+                                                        "GLOBAL_RANK: 7, MEMBER: 8/8"),
+    }),
     ("rank-env-unset", failed("ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
                               "variable MASTER_PORT expected, but not set", error_class="launcher"), {
         "set but unreachable": failed("torch.distributed.DistNetworkError: The client socket has timed out after "
@@ -402,8 +414,8 @@ CASES = [
                                  "on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"), {
         "another completion error": failed("send completion with error: local protection error"),
     }),
-    ("roce-gid-index", warned("transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
-                              "len 0, vendor err 129"), {
+    ("roce-gid-index", warned("transport/net_ib.cc:320 NCCL WARN NET/IB: read failed in ncclIbRoceGetVersionNum: "
+                              "Invalid argument"), {
         "flush error": warned("transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 5, opcode 1, "
                               "len 0, vendor err 249"),
     }),
@@ -459,6 +471,14 @@ CASES = [
     }),
     ("display-watchdog", failed("RuntimeError: CUDA error: the launch timed out and was terminated", error_class="cuda"), {
         "a collective that timed out": failed(WATCHDOG, status="hang", error_class="timeout"),
+    }),
+    ("wsl-driver-library", failed("Windows 11 WSL2 CUDA 12.2 - Call to cuInit results in CUDA_ERROR_NO_DEVICE",
+                                  error_class="driver"), {
+        "no device outside WSL": failed("cuInit results in CUDA_ERROR_NO_DEVICE", error_class="driver"),
+    }),
+    ("nvidia-uvm-unavailable", failed("nvidia-docker | Error: Could not load UVM kernel module. Is nvidia-modprobe "
+                                      "installed?", error_class="driver"), {
+        "another module": failed("modprobe: FATAL: Module nvidia_peermem not found", error_class="driver"),
     }),
     ("no-gpu-in-container", failed("RuntimeError: Found no NVIDIA driver on your system. Please check that you "
                                    "have an NVIDIA GPU and installed a driver", phase="startup"), {
@@ -585,6 +605,19 @@ CASES = [
     ("rendezvous-closed", failed("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", error_class="launcher"), {
         "a rendezvous that timed out": failed("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
                                               error_class="launcher"),
+    }),
+    ("master-address-resolves-elsewhere", failed("[W socket.cpp:558] [c10d] The client socket has failed to connect to "
+                                                 "[fake-host]:1234 (errno: 113 - No route to host).\n[E socket.cpp:610] "
+                                                 "[c10d] The client socket has failed to connect to any network address of "
+                                                 "(192.168.1.99, 1234).", error_class="launcher"), {
+        "the address itself unreachable": failed("[E socket.cpp:610] [c10d] The client socket has failed to connect to "
+                                                 "any network address of (192.168.1.99, 1234).", error_class="launcher"),
+    }),
+    ("net-plugin-on-some-nodes", make_record(status="hang", phase="step", reason="no progress", launcher_tail=(
+        "h11:1:2 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+        "h04:3:4 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so")), {
+        "no plugin anywhere": make_record(status="hang", phase="step", reason="no progress", launcher_tail=(
+            "h11:1:2 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")),
     }),
     ("hostname-unresolvable", failed("", phase="startup", launcher_tail="[W1008 23:40:22.781961348 socket.cpp:767] "
                                      "[c10d] The IPv4 network addresses of (node-7.internal, 29500) cannot be "

@@ -303,7 +303,7 @@ FORMATS = [
     ("nccl-log", "node1:1:1 [0] bootstrap.cc:513 NCCL WARN no device found matching eth9, verify NCCL_OOB_NET_IFNAME", "nccl-no-socket-interface"),
     ("nccl-log", "node1:1:1 [0] misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> failed : No route to host", "nccl-socket-ifname"),
     ("nccl-log", "node1:1:1 [0] NCCL INFO Bootstrap: Using docker0:172.17.0.1<0>", "nccl-socket-ifname"),
-    ("nccl-log", "node1:1:9 [3] transport/net_ib.cc:2358 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<40000> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0", "roce-gid-index"),
+    ("nccl-log", "node1:1:9 [3] transport/net_ib.cc:2358 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<40000> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0", "ib-retry-exceeded"),
     ("nccl-log", "node1:1:9 [3] transport/net_ib.cc:2358 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<40000> with status=4 opcode=0 len=0 vendor err 81 (Send) hca mlx5_2", "gdr-broken"),
     ("nccl-log", "node1:1:9 [3] misc/ibvwrap.cc:376 NCCL WARN Call to ibv_modify_qp failed with 19 No such device, on dev mlx5_3:1", "ib-hca-unusable"),
     ("rank-error", "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'invalid argument' transport/nvls.cc:163 NCCL WARN Cuda failure 1 'invalid argument'", "nvls-multicast-failed"),

@@ -63,7 +63,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"\bCUDA unknown error\b|No CUDA runtime is found|"
                           # the toolkit's stub libcuda (for linking only) loaded instead of the driver's; NCCL's
                           # own WARN of it stays NCCL's (its static build's shims say it too: horovod#3831)
-                          r"(?<!failure ')CUDA driver is a stub|cudaErrorStubLibrary|/stubs/libcuda\.so", re.I)),
+                          r"(?<!failure ')CUDA driver is a stub|cudaErrorStubLibrary|/stubs/libcuda\.so|"
+                          # the driver API's own initialisation, the UVM module, nvidia-docker 1's version check
+                          r"failed call to cuInit|Could not load UVM kernel module|"
+                          r"unsupported CUDA version: driver [\d.]+ < image", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -78,7 +81,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"transport retry count(?:er)? exceeded|"
                         # libfabric's providers by their sources ("prov/rxr/src/rxr.h:1042"), UCX asking
                         # for the memlock limit it needs to register memory with the NIC
-                        r"\bprov/\w+/src/|Please set max locked memory", re.I)),
+                        r"\bprov/\w+/src/|Please set max locked memory|Libfabric (?:EFA provider|error)", re.I)),
     # a library file that cannot be mapped (truncated: a bus error while loading it) is not /dev/shm
     ("import", re.compile(r"bus error when Loading nccl from library|invalid ELF header|: file too short", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
@@ -131,11 +134,12 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # host, its daemons, its TCP transport between them)
                             r"unrecognized arguments: --local[-_]rank|Could not resolve hostname|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
+                            r"\bbtl_tcp_endpoint\.c:|not enough slots available in the system|"
                             # the store's client socket timing out: the rendezvous, not a collective
                             r"DistStoreError: Socket Timeout")),
     # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
     # nor a timeout, whatever its text around it says: "timeout=timeout)" in a traceback)
-    ("other", re.compile(r"Gloo connectFullMesh failed|gloo/transport/tcp/pair\.cc:\d+\] connect \[|"
+    ("other", re.compile(r"(?i:Gloo connectFullMesh failed)|gloo/transport/tcp/pair\.cc:\d+\] connect \[|"
                          r"Unable to find address for: |gloo::IoException")),
     # a command that does not exist where it starts
     *(("launcher", pattern) for pattern in MISSING_COMMAND),
@@ -146,9 +150,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # NCCL's own log lines, also those that do not say "NCCL" (its socket and bootstrap WARNs, and its
     # functions' names: "ncclSocketInit: connecting to address ...")
     ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|nvshmem|"
+                        r"\bsocket(?:Start|Poll)Connect\b|"
                         r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
-                        r"no CUDA GPUs|invalid device ordinal|Found no NVIDIA driver|"
+                        r"no CUDA GPUs|invalid device ordinal|device >= 0 && device < num_gpus|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
