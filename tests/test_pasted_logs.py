@@ -33,7 +33,11 @@ def _json_file(text: str) -> str:
 
 
 def _wrapped(text: str) -> str:
-    return "\n".join(part for line in text.splitlines() for part in (textwrap.wrap(line, 80) or [""]))
+    # at spaces, as a logger's or an editor's soft wrap leaves a line: not after a hyphen inside a word
+    # ("libnccl-" / "net.so", textwrap's own habit) and not inside a word longer than the width; a
+    # terminal's hard cut inside a word is not joined back (textmatch.flattened joins lines with a space)
+    return "\n".join(part for line in text.splitlines()
+                     for part in (textwrap.wrap(line, 80, break_on_hyphens=False, break_long_words=False) or [""]))
 
 
 PASTED = {
