@@ -85,9 +85,9 @@ _CUDA_MAJOR_DRIVERS = ((13, Version("580.65.06")), (12, Version("525.60.13")), (
                        (10, Version("410.48")), (9, Version("384.81")), (8, Version("367.48")))
 
 
-def _driver_cuda(fp: Fingerprint, driver: Version | None, texts: Iterable[str]) -> int | None:
-    """The highest CUDA major the driver runs: libcuda's own answer, NCCL's or nvidia-smi's line, else
-    from the driver version."""
+def _driver_cuda(fp: Fingerprint, texts: Iterable[str]) -> int | None:
+    """The highest CUDA major the driver says it runs: libcuda's own answer, else NCCL's or nvidia-smi's
+    line; None when neither was seen."""
     api = fp.driver_info.cuda_driver_api if fp.driver_info else None
     if api and api.split(".")[0].isdigit():
         return int(api.split(".")[0])
@@ -96,9 +96,12 @@ def _driver_cuda(fp: Fingerprint, driver: Version | None, texts: Iterable[str]) 
             return int(m.group(1)) // 1000
         if m := _DRIVER_CUDA[1].search(t):
             return int(m.group(1))
-    if driver is not None:
-        return next((major for major, first in _CUDA_MAJOR_DRIVERS if driver >= first), 7)
     return None
+
+
+def _cuda_of_driver(driver: Version | None) -> int | None:
+    """The highest CUDA major a driver of this version runs (_CUDA_MAJOR_DRIVERS)."""
+    return None if driver is None else next((major for major, first in _CUDA_MAJOR_DRIVERS if driver >= first), 7)
 
 
 def _nccl_cuda(texts: Iterable[str]) -> int | None:
@@ -217,7 +220,7 @@ def facts(record: CellRecord | Any) -> Facts:
     candidates = [fp.nccl_loaded] + [log.version for log in raw.nccl.values()] + [cell.nccl]
     nccl = next((v for v in map(version, candidates) if v is not None), None) or _in_text(_NCCL_VERSION, texts)
     driver = version(fp.driver) or _in_text(_DRIVER_VERSION, texts)
-    driver_cuda = _driver_cuda(fp, driver, texts)
+    driver_cuda = _driver_cuda(fp, texts)  # as the driver said it, not read from the table
     return Facts(
         status=outcome.status if outcome else None,
         phase=(outcome.phase or None) if outcome else None,
@@ -245,8 +248,8 @@ def facts(record: CellRecord | Any) -> Facts:
         min_capability=version(fp.min_capability),
         nvml_mismatch=fp.nvml_mismatch,
         nccl_cuda=_nccl_cuda(texts),
-        driver_cuda=driver_cuda,
-        driver_seen=_driver_seen(fp, driver, _driver_cuda(fp, None, texts)),  # libcuda's or a log's, not the table's
+        driver_cuda=driver_cuda if driver_cuda is not None else _cuda_of_driver(driver),
+        driver_seen=_driver_seen(fp, driver, driver_cuda),
         gpu_memory_elsewhere=_gpu_memory_elsewhere(texts),
         texts=texts,
     )

@@ -122,9 +122,9 @@ class Figures:
         sure = [s for s in self.scored if s.decidable]
         if len(sure) == self.n:
             return ""
-        return (f"; on the {len(sure)} whose excerpt decides the cause: named {sum(s.named for s in sure)} "
-                f"({sum(s.named for s in sure) / max(len(sure), 1):.0%}), a wrong certain hint "
-                f"{sum(bool(s.wrong_certain) for s in sure)}")
+        named = sum(s.named for s in sure)
+        return (f"; on the {len(sure)} whose excerpt decides the cause: named {named} "
+                f"({named / max(len(sure), 1):.0%}), a wrong certain hint {sum(bool(s.wrong_certain) for s in sure)}")
 
 
 def figures(name: str, entries: Iterable[dict]) -> Figures:
