@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import baseimage, hints, images, reaper, results, userimages
+from . import bugreport as bugreport_mod
 from . import compare as compare_mod
 from . import publish as publish_mod
 from . import report as report_mod
@@ -124,13 +125,7 @@ def report(run: str | None, results_dir: Path = results.DEFAULT_RESULTS, out: Pa
     hints.check()
     reaper.sweep(Progress())
     data = results.load_run(results.resolve_run(results_dir, run))
-    text = report_mod.render(data)
-    if out:
-        _write_out(out, text)
-        Progress().say(f"report of {data.run_id} written to {out}")
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return _emit(report_mod.render(data), out, f"report of {data.run_id}")
 
 
 def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, threshold: float = 0.10,
@@ -152,6 +147,39 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
         _write_out(out, text)
     sys.stdout.write(text)
     return EXIT_CELLS_FAILED if d.regressed else EXIT_OK
+
+
+def bugreport(cell_id: str, run: str | None, results_dir: Path = results.DEFAULT_RESULTS, template: str = "nccl",
+              out: Path | None = None) -> int:
+    """The body of an upstream bug report for one recorded cell (default run: the latest), to stdout or a file."""
+    hints.check()
+    reaper.sweep(Progress())
+    data = results.load_run(results.resolve_run(results_dir, run))
+    record = data.records.get(cell_id)
+    last = record.last_attempt if record else None
+    folder = data.path / "cells" / cell_id / f"attempt-{last.attempt}" if last else None
+    logs = {path.stem[len("nccl-rank"):]: _readable(path)
+            for path in (sorted(folder.glob("nccl-rank*.log")) if folder and folder.is_dir() else [])}
+    return _emit(bugreport_mod.render(data, cell_id, template, bugreport_mod.Logs(logs)), out,
+                 f"bug report for {cell_id} of {data.run_id}")
+
+
+def _emit(text: str, out: Path | None, what: str) -> int:
+    """A rendered text to --out FILE (saying so), else to stdout."""
+    if out:
+        _write_out(out, text)
+        Progress().say(f"{what} written to {out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _readable(path: Path) -> str:
+    """A rank's log as text; an unreadable one (permissions, a disk error) as its error, in its place."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        return f"({path.name} could not be read: {exc.strerror or exc})"
 
 
 def _write_out(out: Path, text: str) -> None:

@@ -205,7 +205,7 @@ def rerun_command(record: CellRecord, run: RunFacts) -> str:
             f"--only '{record.id}'")
 
 
-def _engine(run: RunFacts) -> str:
+def engine_text(run: RunFacts) -> str:
     """"docker 28.2.2 (runtimes: runc)"; a docker engine whose API podman's service answered says so."""
     runtimes = f" (runtimes: {', '.join(run.engine_runtimes)})" if run.engine_runtimes else ""
     if run.engine == "docker" and run.engine_product == "podman":
@@ -221,7 +221,7 @@ def _header(data: RunData) -> list[str]:
         ("OS", run.os),
         ("Driver", run.driver or "no NVIDIA driver"),
         ("GPUs", gpu_names + (f" (cells used {', '.join(run.gpus)})" if run.gpus else "")),
-        ("Engine", _engine(run)),
+        ("Engine", engine_text(run)),
         # only for runs that recorded it: older runs' reports stay as they were
         *([("GPUs to containers", gpu_text(run.gpu_api, run.gpus))] if run.gpu_api else []),
         ("Harness", f"{run.harness_version} (commit {run.git_commit or '?'})"),
@@ -373,7 +373,7 @@ def rescue_text(record: CellRecord, cells: dict[str, CellRecord], ref: int | Non
     return text + f", {busbw / row.busbw_gbs:.0%} of the best passing variant, {best})"
 
 
-def _origins(record: CellRecord) -> str:
+def origins_text(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
     for name, (value, origin) in record.env_origins().items():
@@ -389,7 +389,7 @@ def _affinity(record: CellRecord) -> str | None:
     return "; ".join(f"rank {rank}: {c}" for rank, c in cpus.items()) or None
 
 
-def _nodes(record: CellRecord) -> str | None:
+def nodes_text(record: CellRecord) -> str | None:
     """Each node with its ranks, and for ranks on several nodes NCCL's transport between them (its log)."""
     nodes = record.nodes
     if not nodes:
@@ -421,8 +421,8 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
              ("NCCL variables the launcher changed",
               ", ".join(f"{k}: {shown(k, c.expected) or 'unset'} → {shown(k, c.actual) or 'unset'}"
                         for k, c in record.launcher_changes.items()) or "none" if fp else None),
-             ("variables by origin", _origins(record) if fp else None),
-             ("nodes", _nodes(record)),
+             ("variables by origin", origins_text(record) if fp else None),
+             ("nodes", nodes_text(record)),
              ("CPU affinity", _affinity(record)),
              ("attempts", str(record.attempt_count)),
              ("NCCL alone", control_text(record)),

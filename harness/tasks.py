@@ -245,6 +245,15 @@ def report(c, run=None, results=None, out=None):
     _exit(guarded(lambda: _commands().report(run, res, Path(out) if out else None)))
 
 
+@task(name="bugreport", help={"cell": "the cell id (as in the report)", "run": "run id or folder (default: the latest)",
+                              "results": "results folder", "out": "write to a file",
+                              "for": "the tracker whose template order to follow: nccl (default), pytorch, accelerate"})
+def bugreport(c, cell, run=None, results=None, out=None, for_="nccl"):
+    """Write the body of an upstream bug report for one cell: what failed, versions, variables, key lines, stacks."""
+    res = _results(results)
+    _exit(guarded(lambda: _commands().bugreport(cell, run, res, for_, Path(out) if out else None)))
+
+
 @task(help={"base": "the run before", "new": "the run after (may be the same run, with --stacks)",
             "threshold": "busbw change that counts (default 0.1)", "results": "results folder",
             "out": "also write the diff to a file",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import hints, matrix, matrixfile, report, results, runner
+from harness import commands, hints, matrix, matrixfile, report, results, runner
 from harness.engines.docker import LABEL_RUN
 from harness.record import CellRecord
 
@@ -148,6 +148,14 @@ def test_a_rank_behind_gets_the_find_that_rank_advice(engine, cpu_image, tmp_pat
     line = next(line for line in section.splitlines() if "A rank was behind" in line)
     assert line.startswith("- **A rank was behind") and "Find the rank that is behind" in line
     assert "transport hang" not in section and "invoke rescue" not in section
+    # the bug report of this real hang (issue 24): the rank behind named, its stack first, the rerun line
+    out = tmp_path / "bug.md"
+    assert commands.bugreport(record.id or "", "behind", tmp_path, "nccl", out) == 0
+    bug = out.read_text()
+    stacks = bug.split("## Stacks", 1)[1].split("\n## ", 1)[0]
+    assert "Ranks behind when the hang was declared: 1." in stacks
+    assert stacks.index("rank 1:") < stacks.index("rank 0:"), stacks
+    assert "A rank was behind" in bug and f"--only '{record.id}'" in bug
 
 
 def test_every_rank_waiting_on_a_cut_path_gets_the_transport_advice(engine, cpu_image, tools, tmp_path):
