@@ -277,7 +277,7 @@ def test_podmans_gpu_fixes_are_its_own_and_dockers_name_the_version_cdi_came_in(
 
 
 def test_the_report_says_podman_answered_and_older_runs_read_as_before():
-    from harness.report import _engine
+    from harness.report import engine_text as _engine
     from harness.runfacts import RunFacts
 
     def engine_row(engine: dict) -> str:
