@@ -257,6 +257,11 @@ CASES = [
         "every rank waited inside the collective": failed(WATCHDOG, status="hang", phase="prepare", detail=ALL_WAITING),
         "the supervisor's hang, no rank behind": stalled(ALL_WAITING),
     }),
+    ("store-barrier-timeout", failed("RuntimeError: Timed out initializing process group in store based barrier on rank: "
+                                     "0, for key: store_based_barrier_key:1 (world_size=2, worker_count=1, "
+                                     "timeout=0:30:00)", error_class="timeout"), {
+        "the collective's watchdog": failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND),
+    }),
     ("transport-hang", stalled(ALL_WAITING), {
         "rank 1 behind": stalled(BEHIND),
         "torch's watchdog, rank 1 behind": failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND),
@@ -456,6 +461,12 @@ CASES = [
         "the module there, its library another version": failed("Failed to initialize NVML: Driver/library version "
                                                                 "mismatch", error_class="driver"),
     }),
+    ("nvidia-probe-conflict", failed("", phase="startup", launcher_tail="NVRM: The NVIDIA probe routine was not called "
+                                     "for 3 device(s).\nNVRM: This can occur when a driver such as: \nNVRM: nouveau, "
+                                     "rivafb, nvidiafb or rivatv \nNVRM: was loaded", error_class="driver"), {
+        "no module at all": failed("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+                                   error_class="driver"),
+    }),
     ("gpu-device-permission-denied", failed("Failed to initialize NVML: Insufficient Permissions", error_class="driver"), {
         "devices lost from the cgroup": failed("Failed to initialize NVML: Unknown Error", error_class="driver"),
     }),
@@ -501,6 +512,22 @@ CASES = [
                                              "could not select device driver \"\" with capabilities: [[gpu]]."), {
         "NVML mismatch in the hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization "
                                             "error: nvml error: driver/library version mismatch: unknown."),
+    }),
+    ("cdi-device-unresolvable", failed("", phase="startup", launcher_tail="Error: setting up CDI devices: unresolvable "
+                                       "CDI devices nvidia.com/gpu=all", error_class="launcher"), {
+        "no NVIDIA device driver in docker": failed("", phase="startup", launcher_tail="docker: Error response from "
+                                                    "daemon: could not select device driver \"\" with capabilities: [[gpu]]."),
+    }),
+    ("container-driver-files-in-image", failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: file "
+                                               "creation failed: /var/lib/docker/overlay2/4f79/merged/usr/lib/x86_64-"
+                                               "linux-gnu/libnvidia-ml.so.1: file exists: unknown.", error_class="launcher"), {
+        "another mount error": failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: stat "
+                                      "failed: /GeForce: no such file or directory", error_class="launcher"),
+    }),
+    ("container-cli-mount-error", failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: stat "
+                                         "failed: /GeForce: no such file or directory", error_class="launcher"), {
+        "the image's own copy": failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: file "
+                                       "creation failed: /merged/usr/bin/nvidia-smi: file exists", error_class="launcher"),
     }),
     ("container-cli-driver-init", failed("nvidia-container-cli: initialization error: driver rpc error: failed to process "
                                          "request: unknown.", error_class="launcher"), {
@@ -642,6 +669,10 @@ CASES = [
     }),
     ("barrier-device-unknown", make_record(status="hang", phase="init", launcher_tail=BARRIER_WARNING), {
         "passed": make_record(status="pass", launcher_tail=BARRIER_WARNING),
+    }),
+    ("nccl-peers-disagree-on-network", warned("misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3"), {
+        "a socket that failed": warned("misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43123> "
+                                       "failed : Software caused connection abort"),
     }),
     ("nccl-version-bug", warned("graph/rings.cc:38 NCCL WARN Error : ring 0 does not loop back to start (13 != 15).",
                                 nccl_loaded="2.19.3"), {

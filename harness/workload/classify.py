@@ -56,7 +56,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # 803: the driver's libraries (or an image's compat libcuda) and the kernel module differ
                           r"cudaErrorSystemDriverMismatch|unsupported display driver / cuda driver combination|"
                           # the kernel module's own words for it (dmesg), and nvidia-smi's with no module
-                          r"API mismatch: the client has the version|couldn't communicate with the NVIDIA driver|"
+                          r"API mismatch: the client has the version|couldn.t communicate with the NVIDIA driver|"
                           # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
                           # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
                           # incorrectly set up environment"), and torch's extension builder finding no GPU
@@ -65,7 +65,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # own WARN of it stays NCCL's (its static build's shims say it too: horovod#3831)
                           r"(?<!failure ')CUDA driver is a stub|cudaErrorStubLibrary|/stubs/libcuda\.so|"
                           # the driver API's own initialisation, the UVM module, nvidia-docker 1's version check
-                          r"failed call to cuInit|Could not load UVM kernel module|"
+                          r"failed call to cuInit|cuda driver library init failure|Could not load UVM kernel module|"
                           r"unsupported CUDA version: driver [\d.]+ < image", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
@@ -116,20 +116,21 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
                         # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
-                        r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)")),
+                        r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)|socketFinalizeAccept: wrong type")),
     # a CPU tensor in a collective of an NCCL-only group, and DDP's parameter check that received nothing
     # from the other ranks (a network between them that does not carry NCCL's traffic)
     ("nccl", re.compile(r"Tensors must be CUDA and dense|No backend type associated with device type cpu|"
                         r"has inconsistent 0 params")),
     ("launcher", re.compile(r"address already in use|EADDRINUSE", re.I)),
     # a collective with no process group: the script was started without its launcher
-    ("launcher", re.compile(r"Default process group has not been initialized")),
+    ("launcher", re.compile(r"Default process group (?:has not been|is not) initialized")),
     # Before any rank runs: Accelerate's own port check, and torch's rendezvous (c10d's TCPStore client,
     # torchrun's rendezvous) that cannot reach or resolve the master, even where its text says "timed out"
     ("launcher", re.compile(r"but another process is utilizing it|The client socket has (?:failed to connect|"
                             r"timed out after)|connect\(\) timed out\. Original timeout|"
                             r"connection to the C10d store has failed|Rendezvous\w*Error|"
-                            r"cannot be retrieved \(gai error|host not found: Name or service not known|"
+                            r"cannot be retrieved \(gai error|host not found: (?:Name or service not known|"
+                            r"Temporary failure in name resolution|No address associated)|"
                             # the launcher's own argument to the script, and MPI's start-up (ssh to each
                             # host, its daemons, its TCP transport between them)
                             r"unrecognized arguments: --local[-_]rank|Could not resolve hostname|"
