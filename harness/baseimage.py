@@ -24,9 +24,11 @@ class LocalBase:
     packages: tuple[str, ...]
 
 
+PACKAGES_LABEL = "io.nccl-harness.packages"
 LOCAL_BASES = {
     "harness-base:bookworm": LocalBase(
-        "harness-base:bookworm", "bookworm", ("python3", "python3-venv", "python3-pip", "ca-certificates")
+        # elfutils: eu-stack, every thread's native stack of a hung rank (NCCL's C++ threads too)
+        "harness-base:bookworm", "bookworm", ("python3", "python3-venv", "python3-pip", "ca-certificates", "elfutils")
     ),
 }
 
@@ -37,9 +39,9 @@ def is_local(ref: str) -> bool:
 
 def ensure(docker: DockerClient, ref: str, log: Path, progress: Progress, mirror: str | None = None) -> bool:
     """Make the base image unless the engine has it; True when it was made now."""
-    if docker.image_exists(ref):
-        return False
     base = LOCAL_BASES[ref]
+    if docker.image_exists(ref) and docker.image_labels(ref).get(PACKAGES_LABEL) == ",".join(base.packages):
+        return False  # made with these packages (a base made before a package was added is made again)
     if proc.which("debootstrap") is None:
         raise InfraError(
             f"the base image {ref} is missing and debootstrap is not installed to make it. "
@@ -58,7 +60,7 @@ def ensure(docker: DockerClient, ref: str, log: Path, progress: Progress, mirror
                 f"See {log}.",
             )
             proc.check(proc.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], timeout=600, log=log), "tar", "")
-            docker.import_rootfs(tarball, ref, {"io.nccl-harness.suite": base.suite})
+            docker.import_rootfs(tarball, ref, {"io.nccl-harness.suite": base.suite, PACKAGES_LABEL: ",".join(base.packages)})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return True

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from . import advice, hints, report
+from . import advice, hints, nativestack, outcome, report
 from .errors import HarnessError
 from .escape import esc
 from .record import CellRecord
@@ -163,7 +163,9 @@ def _behind(record: CellRecord) -> tuple[str, ...]:
 
 def _stacks(record: CellRecord) -> list[str]:
     forensics = record.last_raw.forensics
-    dumps = {**(forensics.stacks or {}), **{f"{r} (py-spy)": t for r, t in (forensics.py_spy or {}).items()}}
+    dumps = {**(forensics.stacks or {}), **{f"{r} (py-spy)": t for r, t in (forensics.py_spy or {}).items()},
+             **{f"{r} (native, the threads that matter first)": nativestack.shown(t)
+                for r, t in (forensics.native or {}).items()}}
     if not dumps:
         return []
     behind = _behind(record)
@@ -171,6 +173,12 @@ def _stacks(record: CellRecord) -> list[str]:
     order = sorted(dumps, key=lambda key: (key.split(" ")[0] not in behind, key))
     body = [f"Ranks behind when the hang was declared: {', '.join(behind)}." if behind else
             "No rank was behind: every rank waited inside its collective."] if record.status == "hang" else []
+    inside = outcome.flight_text(record.last_raw)
+    if inside:
+        body.append(f"Flight recorder (the collective each rank was in): {inside}.")
+    if forensics.ras:
+        body += ["", "NCCL's RAS service (`ncclras`), asked at the hang:", "",
+                 *_fenced("\n".join(forensics.ras.splitlines()[:STACK_LINES]))]
     missing = [r for r in behind if r not in dumps]
     if missing:
         body.append(f"No stack of rank {', '.join(missing)} was taken.")

@@ -64,6 +64,7 @@ class BusbwChange:
     after: Measured
     gloo: bool
     floor: float  # the relative change it had to exceed: the threshold, or the gloo floor
+    collective: str = "all_reduce"  # the table's column; the other collectives' changes are named
 
     @property
     def change(self) -> float:
@@ -82,7 +83,8 @@ class BusbwChange:
 
     def text(self) -> str:
         b, a = self.before, self.after
-        head = (f"{code(self.cell_id)}: busbw {pct(self.change)} at {size_label(self.size)}, "
+        which = "" if self.collective == "all_reduce" else f" of {self.collective}"
+        head = (f"{code(self.cell_id)}: busbw{which} {pct(self.change)} at {size_label(self.size)}, "
                 f"{gbs(b.median)} → {gbs(a.median)} GB/s")
         if abs(self.change) <= self.floor:
             return f"{head} (under the {self.floor:.0%} floor for gloo cells)"
@@ -118,8 +120,8 @@ def _status(record: CellRecord | None) -> str:
     return (record.status if record else None) or "missing"
 
 
-def _rows(record: CellRecord) -> dict[int, BandwidthRow]:
-    return {r.bytes: r for r in record.bandwidth_rows if r.busbw_gbs}
+def _rows(record: CellRecord, collective: str = "all_reduce") -> dict[int, BandwidthRow]:
+    return {r.bytes: r for r in record.collective_rows.get(collective, ()) if r.busbw_gbs}
 
 
 def _pool_key(record: CellRecord) -> tuple[str | None, ...] | None:
@@ -133,17 +135,18 @@ def _points(row: BandwidthRow) -> tuple[float, ...]:
     return (spread[0], row.busbw_gbs, spread[1]) if spread else (row.busbw_gbs,)
 
 
-Pools = dict[tuple[tuple[str | None, ...], int], list[BandwidthRow]]
+Pools = dict[tuple[tuple[str | None, ...], str, int], list[BandwidthRow]]
 
 
 def _pools(run: RunData) -> Pools:
-    """(pool key, size) -> the rows of every measured gloo cell of the pool at that size."""
+    """(pool key, collective, size) -> the rows of every measured gloo cell of the pool at that size."""
     pools: Pools = {}
     for record in run.records.values():
         key = _pool_key(record)
         if key is not None and record.status in MEASURED:
-            for size, row in _rows(record).items():
-                pools.setdefault((key, size), []).append(row)
+            for collective in record.collective_rows:
+                for size, row in _rows(record, collective).items():
+                    pools.setdefault((key, collective, size), []).append(row)
     return pools
 
 
@@ -151,16 +154,17 @@ def _measured(record: CellRecord, row: BandwidthRow, pools: Pools) -> Measured:
     key = _pool_key(record)
     if key is None:
         return Measured(row.busbw_gbs, row.spread)
-    rows = pools.get((key, row.bytes)) or [row]
+    rows = pools.get((key, row.collective, row.bytes)) or [row]
     points = [x for r in rows for x in _points(r)]
     known = len(rows) >= 2 or row.spread is not None  # two cells, or one cell's trials
     return Measured(row.busbw_gbs, (min(points), max(points)) if known else None, len(rows))
 
 
 def busbw_change(cell_id: str, old: CellRecord, cur: CellRecord, threshold: float,
-                 base_pools: Pools | None = None) -> BusbwChange | None:
-    """The change of median busbw at the largest size both cells measured, when it exceeds `threshold`."""
-    before, after = _rows(old), _rows(cur)
+                 base_pools: Pools | None = None, collective: str = "all_reduce") -> BusbwChange | None:
+    """The change of median busbw of `collective` at the largest size both cells measured, when it
+    exceeds `threshold`."""
+    before, after = _rows(old, collective), _rows(cur, collective)
     common = set(before) & set(after)
     if not common:
         return None
@@ -170,7 +174,7 @@ def busbw_change(cell_id: str, old: CellRecord, cur: CellRecord, threshold: floa
     gloo = old.cell.is_cpu or cur.cell.is_cpu
     return BusbwChange(cell_id, size, _measured(old, before[size], base_pools or {}),
                        Measured(after[size].busbw_gbs, after[size].spread), gloo,
-                       max(threshold, GLOO_MIN_CHANGE) if gloo else threshold)
+                       max(threshold, GLOO_MIN_CHANGE) if gloo else threshold, collective)
 
 
 def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
@@ -197,12 +201,13 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
             (d.improvements if b in GOOD and a not in GOOD else d.regressions).append(line)
             changed = True
         elif a in MEASURED:
-            change = busbw_change(cell_id, old, cur, threshold, base_pools)
-            if change is not None:
-                d.changes.append(change)
-                {"regression": d.regressions, "improvement": d.improvements,
-                 "within noise": d.within_noise}[change.verdict].append(change.text())
-                changed = change.verdict != "within noise"
+            for collective in [c for c in old.collective_rows if c in cur.collective_rows]:  # all-reduce first
+                change = busbw_change(cell_id, old, cur, threshold, base_pools, collective)
+                if change is not None:
+                    d.changes.append(change)
+                    {"regression": d.regressions, "improvement": d.improvements,
+                     "within noise": d.within_noise}[change.verdict].append(change.text())
+                    changed = changed or change.verdict != "within noise"
         if changed:
             facts = _fingerprint_changes(old, cur)
             if facts:

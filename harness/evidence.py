@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import ConfigDict, model_validator
 
 from .codec import Count, Flag, Model, RecordError, Seconds, Str, Text, ints, nums, one_of
+from .flight import FlightDump
 from .kinds import ATTEMPT_KINDS, ENDED_BY, STARTUP, AttemptKind, EndedBy
 from .payloads import (
     MAX_BYTES,
@@ -157,12 +158,15 @@ class NcclSummary(Model):
 class Stall(Model):
     """Why the supervisor declared a hang: the phase awaited, its threshold, the ranks behind and why."""
 
+    OMIT_DEFAULT: ClassVar[frozenset[str]] = frozenset({"step"})
+
     phase: Str = STARTUP
     threshold: Seconds = 0.0
     since_progress: Seconds = 0.0
     ranks_behind: tuple[RankNo, ...] = ()
     why_behind: dict[int, Text] = {}
     cap: Flag = False  # the cell's hard cap, not a phase threshold
+    step: Str | None = None  # where in the phase the last progress was: "all_gather at 1 MiB" (the sweep)
     # ranks behind whose process had already exited when the supervisor looked (Running.gone): they died,
     # and the launcher had not yet noticed; not a hang
     gone: tuple[RankNo, ...] = ()
@@ -186,6 +190,9 @@ class Forensics(Written):
     stacks: dict[str, Text] | None = None  # faulthandler's dump per rank
     py_spy: dict[str, Text] | None = None  # py-spy's per rank
     nccl_tail: dict[str, Text] | None = None  # the end of each rank's NCCL log
+    native: dict[str, Text] | None = None  # every thread's native stack per rank (eu-stack or gdb)
+    flight: dict[str, FlightDump] | None = None  # torch's flight recorder per rank that answered
+    ras: Text | None = None  # NCCL's RAS service's STATUS report, where one answered
 
 
 # ---------------------------------------------------------------- one attempt
@@ -236,6 +243,13 @@ class RawAttempt(Model):
     def bandwidth_rows(self) -> tuple[BandwidthRow, ...]:
         phase = self.phases.get("nccl-allreduce" if self.kind == "control" else "bandwidth")
         return (phase.rows if phase else None) or ()
+
+    @property
+    def collective_rows(self) -> dict[str, tuple[BandwidthRow, ...]]:
+        """Every collective's sweep by name, all-reduce's first (older records: all-reduce's alone)."""
+        phase = self.phases.get("bandwidth") if self.kind != "control" else None
+        others = {name: sweep.rows for name, sweep in ((phase.collectives if phase else None) or {}).items()}
+        return {"all_reduce": self.bandwidth_rows, **{k: v for k, v in others.items() if k != "all_reduce"}}
 
     @property
     def phase_timings(self) -> dict[str, float]:

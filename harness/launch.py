@@ -61,8 +61,10 @@ def sizes_args(m: Matrix) -> list[str]:
 
 def workload_args(m: Matrix, out: str, device: str, expect_env: dict[str, str | None],
                   extra: tuple[str, ...] = ()) -> list[str]:
+    # the workload's alone: the NCCL-only control times all-reduce
+    collectives = ["--collectives", ",".join(m.bandwidth_collectives)] if m.bandwidth_collectives != ("all_reduce",) else []
     return ["--out", out, "--device", device, *bandwidth_args(m), "--expect-env", json.dumps(expect_env, sort_keys=True),
-            *sizes_args(m), *extra]
+            *sizes_args(m), *collectives, *extra]
 
 
 @dataclass(frozen=True)

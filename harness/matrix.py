@@ -175,6 +175,7 @@ class Matrix:
     bandwidth_iters: int = 20
     bandwidth_warmup: int = 5
     bandwidth_trials: int = 5
+    bandwidth_collectives: tuple[str, ...] = ("all_reduce",)
     min_busbw: float | None = None
     ranks: int = 2
     ladder: tuple[Step, ...] = DEFAULT_LADDER  # the rescue search's steps (`rescue.steps`)
@@ -532,6 +533,7 @@ def _build(spec: MatrixFile, path: Path, sha: str, ctx: Ctx) -> Matrix:
         bandwidth_iters=spec.bandwidth.iters,
         bandwidth_warmup=spec.bandwidth.warmup,
         bandwidth_trials=spec.bandwidth.trials,
+        bandwidth_collectives=tuple(spec.bandwidth.collectives),
         min_busbw=spec.bandwidth.min_busbw,
         ranks=spec.ranks,
         ladder=_ladder(spec, ctx),

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictSt
 from . import yamlfile
 from .kinds import Launcher
 from .ladder import Budget
+from .workload.bandwidth import COLLECTIVES
 from .yamlfile import Strict as _Strict
 
 # Bounds on every number, checked when the file is loaded (so `invoke list` and `--dry-run` refuse too);
@@ -49,6 +50,21 @@ def _seconds(value: float) -> float:
     if problem:
         raise yamlfile.bad(problem + ".", "write a number of seconds, e.g. 90.")
     return value
+
+
+def _collectives(value: list[str]) -> list[str]:
+    unknown = [name for name in value if name not in COLLECTIVES]
+    if unknown:
+        raise yamlfile.bad(f"names {', '.join(map(repr, unknown))}, which the sweep does not know.",
+                           f"write any of {', '.join(COLLECTIVES)}.")
+    if "all_reduce" not in value:
+        raise yamlfile.bad("leaves out all_reduce, the compatibility table's column.", "keep all_reduce in the list.")
+    if len(set(value)) != len(value):
+        raise yamlfile.bad("names a collective twice.", "name each once.")
+    return value
+
+
+Collectives = Annotated[list[StrictStr], AfterValidator(_collectives)]
 
 
 def _no_bool(value: Any) -> Any:
@@ -94,6 +110,9 @@ class Bandwidth(_Strict):
     warmup: Count = Field(5, ge=0, le=100_000)
     # timed trials per size: every figure is the median with its min-max over the trials
     trials: Count = Field(5, ge=1, le=100)
+    # the collectives swept: all-reduce is the table's column; all-gather, reduce-scatter and broadcast
+    # (what FSDP and DDP use) go in each cell's detail and in compare
+    collectives: Collectives = Field(["all_reduce"], max_length=2 * len(COLLECTIVES))
     # a passing cell whose busbw at the largest size is below this (GB/s) is `slow`
     min_busbw: float | None = Field(None, gt=0, le=1_000_000, strict=True, allow_inf_nan=False)
 

@@ -8,8 +8,10 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
+from . import flight, nativestack
 from .evidence import RankError
 from .kinds import CONTROL_ERROR_CLASSES, phase_index
+from .payloads import size_label
 from .record import ERROR_CLASSES, RETRYABLE, STARTUP, STATUSES, Outcome, RawAttempt, Stall
 from .workload.classify import MISSING_COMMAND, classify_text
 
@@ -257,8 +259,7 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
     finished = list(ranks.values())
     wrong = max((s.wrong_total for s in finished), default=0)
     if wrong:
-        return Outcome(status="wrong", reason=f"all-reduce returned {wrong} wrong element(s)", seconds=seconds,
-                       phase="check", detail={"wrong": wrong})
+        return _wrong(raw, wrong, seconds)
     if raw.exit_code not in (0, None):
         return _fail(raw, "teardown", "launcher", f"every rank finished but the launcher exited with {raw.exit_code}")
     busbw = max((s.largest_busbw_gbs for s in finished), default=0)
@@ -273,6 +274,22 @@ def classify(raw: RawAttempt | Mapping[str, Any], min_busbw: float | None = None
                    detail={"busbw_gbs": busbw})
 
 
+def _wrong(raw: RawAttempt, wrong: int, seconds: float) -> Outcome:
+    """Data that came back wrong: the check's all-reduce, or the collectives and sizes of the sweep whose
+    rows say so (a wrong all-gather alone is said as that: the all-reduce column may be exact)."""
+    check = raw.phases.get("check")
+    in_check = int((check.model_extra or {}).get("wrong_total") or 0) if check else 0
+    swept = {(name, row.bytes): row.wrong for name, rows in raw.collective_rows.items() for row in rows if row.wrong}
+    names = sorted({name for name, _ in swept}, key=lambda n: (n != "all_reduce", n))
+    parts = ([f"all_reduce returned {in_check} wrong element(s) in the check"] if in_check else []) + [
+        f"{name} returned {sum(n for (c, _), n in swept.items() if c == name)} wrong element(s) at "
+        + ", ".join(size_label(b) for (c, b) in sorted(swept) if c == name) for name in names]
+    reason = "; ".join(parts) or f"all-reduce returned {wrong} wrong element(s)"
+    phase = "check" if in_check or not swept else "bandwidth"
+    return Outcome(status="wrong", reason=reason, seconds=seconds, phase=phase,
+                   detail={"wrong": wrong} | ({"collectives": names} if names else {}))
+
+
 def _rank_on(raw: RawAttempt, rank: int) -> str:
     """"rank R", and its node where the ranks ran on more than one (on one machine the host says it)."""
     nodes = raw.nodes
@@ -285,10 +302,39 @@ def _hang(raw: RawAttempt, stall: Stall) -> Outcome:
     leading rank was in, the ranks behind named."""
     why = {str(r): text for r, text in stall.why_behind.items()}
     what = (f"hard cap of {stall.threshold:.0f}s for the cell reached" if raw.ended_by == "cap"
-            else f"no progress for {stall.since_progress:.0f}s in {stall.phase} (threshold {stall.threshold:.0f}s)")
+            else f"no progress for {stall.since_progress:.0f}s in {stall.phase}"
+            + (f" ({stall.step})" if stall.step else "") + f" (threshold {stall.threshold:.0f}s)")
     who = "; ".join(f"{_rank_on(raw, r)} {why.get(str(r), '')}".strip() for r in stall.ranks_behind) or "all ranks waiting"
-    return Outcome(status="hang", reason=f"{what}; {who}", seconds=raw.seconds, phase=stall.phase, error_class=None,
-                   detail={"ranks_behind": list(stall.ranks_behind), "why_behind": why})
+    inside = positions(raw)
+    # a rank the flight recorder shows never entered the collective the others wait in is behind, though
+    # alive: its heartbeats go on, so the stall alone called every rank waiting
+    behind = sorted({*stall.ranks_behind, *inside.behind})
+    for rank in inside.behind:
+        why.setdefault(str(rank), "never entered the collective the others wait in (flight recorder)")
+    said = [who] if stall.ranks_behind or not inside.behind else []  # else the flight line names who is behind
+    return Outcome(status="hang", reason="; ".join([what, *said, *([f"flight recorder: {inside.text}"] if inside.text else [])]),
+                   seconds=raw.seconds, phase=stall.phase, error_class=None,
+                   detail={"ranks_behind": behind, "why_behind": why} | ({"flight": inside.text} if inside.text else {}))
+
+
+def flight_text(raw: RawAttempt) -> str | None:
+    """Which collective each rank was in (flight.summary), from the records the ranks wrote at the
+    supervisor's request; None for an attempt from before the request was made."""
+    return positions(raw).text
+
+
+def positions(raw: RawAttempt) -> flight.Positions:
+    """flight.read of the attempt; a rank without a record is said with what the stall knows of it
+    (silent: stopped or frozen) and where its native stack shows its main thread."""
+    dumps = raw.forensics.flight
+    if dumps is None:
+        return flight.Positions(None)
+    silent = dict(raw.stall.why_behind) if raw.stall else {}
+    for rank, text in (raw.forensics.native or {}).items():
+        found = nativestack.where(text) if rank.isdigit() else None
+        if found:
+            silent[int(rank)] = "; ".join(x for x in (silent.get(int(rank)), f"its main thread {found}") if x)
+    return flight.read({int(r): d for r, d in dumps.items() if r.isdigit()}, raw.expected_ranks, silent)
 
 
 def _timed_out(raw: RawAttempt, watchdog: dict[str, Any]) -> set[int]:

@@ -17,7 +17,7 @@ from .codec import Count, Flag, Json, Limit, Model, Str, Text, Verified, ints, i
 
 __all__ = ["MAX_BYTES", "MAX_GBS", "MAX_SECONDS", "Bytes", "GBs", "Duration", "RankNo", "Wall", "Written", "EnvChange",
            "PeerAccess", "NcclLoaded", "Driver", "Gpu", "Shm", "Libcuda", "Nvml", "Memlock", "Fingerprint", "BandwidthRow",
-           "ranges_apart", "Envelope", "PhaseEnd"]
+           "Sweep", "size_label", "ranges_apart", "Envelope", "PhaseEnd"]
 
 # The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
 # fastest busbw measured here is 341 GB/s (2x H200 over NVLink, docs/benchmarks.md) and the workload's
@@ -269,6 +269,7 @@ class BandwidthRow(Written):
     eager_us: Annotated[float, nums()] | None = None  # torch's eager per-call latency (what DDP pays per call), µs
     timing: Str | None = None  # "cuda-graph" or "eager": how time_s was measured
     wrong: Count | None = None  # elements that came back wrong at this size; None where not recorded
+    collective: Str = "all_reduce"  # workload/bandwidth.COLLECTIVES; older records measured all-reduce only
 
     @model_validator(mode="after")
     def _median_within_trials(self) -> BandwidthRow:
@@ -307,6 +308,21 @@ class BandwidthRow(Written):
         return ranges_apart(self.spread, other.spread)
 
 
+class Sweep(Written):
+    """One collective's sweep beside all-reduce's (workload/bandwidth.run_bandwidth)."""
+
+    rows: tuple[BandwidthRow, ...] = ()
+    bus_factor: Annotated[float, nums(4.0)] | None = None
+
+
+def size_label(nbytes: int) -> str:
+    """A size as the report writes it: 64 KiB, 1 GiB, 4097 B."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor} {unit}"
+    return f"{nbytes} B"
+
+
 def ranges_apart(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool | None:
     """Whether two (min, max) ranges do not overlap; None when either is unknown."""
     if a is None or b is None:
@@ -334,4 +350,5 @@ class PhaseEnd(Envelope):
     seconds: Duration | None = None
     fingerprint: Fingerprint | None = None  # the fingerprint phase
     env_set: dict[str, Json] | None = None  # init: the variables the workload set itself before init
-    rows: tuple[BandwidthRow, ...] | None = None  # bandwidth, and the control's nccl-allreduce
+    rows: tuple[BandwidthRow, ...] | None = None  # bandwidth (all-reduce), and the control's nccl-allreduce
+    collectives: dict[str, Sweep] | None = None  # bandwidth: the other collectives' sweeps, by name

@@ -384,6 +384,11 @@ class CellRecord(Model):
         return self.last_raw.bandwidth_rows
 
     @property
+    def collective_rows(self) -> dict[str, tuple[BandwidthRow, ...]]:
+        """Every collective's sweep, all-reduce's first (the table's column); the others in the detail."""
+        return self.last_raw.collective_rows
+
+    @property
     def transports(self) -> tuple[str, ...]:
         return self.last_raw.transports
 

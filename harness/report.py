@@ -9,9 +9,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from . import advice, hints, nccl_log
+from . import advice, hints, nativestack, nccl_log
 from .engines.container import gpu_text
 from .escape import code, esc
+from .payloads import size_label
 from .record import MEASURED, STATUSES, BandwidthRow, CellFields, CellRecord, Status
 from .results import RunData
 from .runfacts import RunFacts
@@ -35,13 +36,6 @@ assert set(SYMBOLS) == {*STATUSES, "missing"}
 def assignment(name: str, value: Any) -> str:
     """NAME=value as it may be shown (workload/redact.py: masked unless safe, even in an older record)."""
     return f"{name}={shown(name, value)}" if value is not None else f"{name} unset"
-
-
-def size_label(nbytes: int) -> str:
-    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= factor and nbytes % factor == 0:
-            return f"{nbytes // factor} {unit}"
-    return f"{nbytes} B"
 
 
 def gbs(value: float, digits: int | None = None) -> str:
@@ -373,6 +367,15 @@ def rescue_text(record: CellRecord, cells: dict[str, CellRecord], ref: int | Non
     return text + f", {busbw / row.busbw_gbs:.0%} of the best passing variant, {best})"
 
 
+def native_text(record: CellRecord) -> str | None:
+    """Where each hung rank's threads waited, by their native stacks (the bug report has the frames)."""
+    native = record.last_raw.forensics.native if record.attempts else None
+    if not native:
+        return None
+    return "; ".join(f"rank {r}: {nativestack.where(t) or 'no thread in NCCL, CUDA or gloo'}"
+                     for r, t in sorted(native.items()))
+
+
 def origins_text(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
@@ -425,6 +428,7 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
              ("nodes", nodes_text(record)),
              ("CPU affinity", _affinity(record)),
              ("attempts", str(record.attempt_count)),
+             ("native stacks", native_text(record)),
              ("NCCL alone", control_text(record)),
              ("rescue search", rescue_text(record, row or {}, ref)),
              ("user's image", _user_image(record.cell)),
@@ -440,6 +444,9 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
     rows = record.bandwidth_rows
     if rows:
         lines += _bandwidth_table(rows)
+    for name, others in list(record.collective_rows.items())[1:]:  # all-reduce's is the table above
+        if others:
+            lines += ["", f"{name} (nccl-tests' size and bus factor):", *_bandwidth_table(others, name)[1:]]
     if record.attempts:
         lines += ["", f"Rerun: {code(rerun_command(record, run))}"]
     return lines + [""]
@@ -449,9 +456,10 @@ _TIMINGS = {"cuda-graph": "the timed all-reduces captured in one CUDA graph and 
             "eager": "back-to-back eager all-reduces and one synchronise (nccl-tests' default)"}
 
 
-def _bandwidth_table(rows: tuple[BandwidthRow, ...]) -> list[str]:
+def _bandwidth_table(rows: tuple[BandwidthRow, ...], collective: str = "all_reduce") -> list[str]:
     """The per-cell table, with nccl-tests' columns: size, time, algbw, busbw (median [min-max]), #wrong,
     torch's eager per-call latency, the first call. Unknown values (older records) read `–`."""
+    calls = {"all_reduce": "all-reduces"}.get(collective, f"{collective} calls")
     def known(value: float | int | None, fmt: str) -> str:
         return "–" if value is None else format(value, fmt)
 
@@ -461,10 +469,10 @@ def _bandwidth_table(rows: tuple[BandwidthRow, ...]) -> list[str]:
     timings = sorted({r.timing for r in rows if r.timing})
     if trials or timings:
         what = "one trial" if trials in ([], [1]) else f"median of {'/'.join(map(str, trials))} trials"
-        what += f" of {'/'.join(map(str, iters))} all-reduces" if iters else ""
+        what += f" of {'/'.join(map(str, iters))} {calls}" if iters else ""
         timed = esc("; ".join(_TIMINGS.get(t, t) for t in timings))
         lines += [f"Bandwidth: {what}, [min-max] over the trials" + (f"; time per op from {timed}" if timed else "")
-                  + "; eager per call: torch's own latency per all-reduce (what DDP pays per call).", ""]
+                  + f"; eager per call: torch's own latency per {calls[:-1]} (what DDP pays per call).", ""]
     lines += ["| size | time (µs) | algbw (GB/s) | busbw (GB/s) | #wrong | eager per call (µs) | first call (ms) |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {size_label(r.bytes)} | {r.time_s * 1e6:.1f} | {r.algbw_gbs:.2f} | {busbw_text(r, 2)} "

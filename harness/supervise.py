@@ -23,10 +23,12 @@ from . import nccl_log, rankfiles, results
 from .engines.base import LAUNCHER_LOG, CellSpec, Engine, Running
 from .errors import InfraError, WriteError
 from .evidence import Event, Forensics, Placement, RankError, RankResult, RankState, RawAttempt, Stall
+from .flight import FlightDump
 from .kinds import CONTROL_THRESHOLDS, STARTUP, EndedBy, phase_index
 from .kinds import WORKLOAD_PHASES as PHASES
 from .matrixfile import Timeouts
-from .payloads import PhaseEnd
+from .payloads import PhaseEnd, size_label
+from .workload.flight import REQUEST as FLIGHT_REQUEST
 
 __all__ = ["PHASES", "STARTUP", "RawAttempt", "Stall", "EventTail", "Tracker", "Watch", "advance",
            "collect_forensics", "supervise", "phase_index"]
@@ -34,6 +36,8 @@ POLL_S = 0.1
 HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
+RAS_KEPT = 64 << 10  # NCCL's RAS status, its end: a job of thousands of ranks writes more
+FLIGHT_BYTES = 1 << 20  # 24 entries of a few hundred bytes each
 
 
 def well_formed(event: Any) -> bool:
@@ -144,6 +148,7 @@ class Tracker:
     last_beat: float = 0.0
     phase_ends: dict[str, PhaseEnd] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
+    step: str | None = None  # where in its phase it last made progress ("all_gather at 1 MiB"), where it says
 
     def feed(self, event: Mapping[str, Any], now: float) -> None:
         self.last_beat = now
@@ -151,6 +156,11 @@ class Tracker:
         if event.get("event") == "heartbeat" and event.get("source") != "main":
             return  # alive, but not progress: a rank stuck in a collective keeps beating
         self.last_progress = now
+        if event.get("event") == "phase_start":
+            self.step = None
+        elif event.get("event") == "heartbeat" and isinstance(event.get("collective"), str):
+            size = event.get("bytes")  # the sweep's progress: which collective, which size
+            self.step = str(event["collective"]) + (f" at {size_label(size)}" if isinstance(size, int) and size > 0 else "")
         if event.get("event") == "phase_end":
             self.phase_ends[str(event.get("phase"))] = PhaseEnd.tolerant(event, self.unreadable,
                                                                          f"rank {self.rank} {event.get('phase')}")
@@ -219,7 +229,10 @@ class Watch:
         if since <= threshold:
             return None
         behind = self.behind(now)
-        return Stall(phase=phase, threshold=threshold, since_progress=since, ranks_behind=tuple(behind), why_behind=behind)
+        # where the rank that progressed last was: the collective and size a sweep hangs in
+        last = max((s for s in self.states.values() if s.phase == phase), key=lambda s: s.last_progress, default=None)
+        return Stall(phase=phase, threshold=threshold, since_progress=since, ranks_behind=tuple(behind), why_behind=behind,
+                     step=last.step if last else None)
 
     def last_progress(self) -> float:
         return max((s.last_progress for s in self.states.values()), default=self.started)
@@ -235,8 +248,26 @@ def _pids(out: Path) -> dict[int, int]:
     return pids
 
 
+def _flight(out: Path, ranks: int) -> dict[str, FlightDump]:
+    """The flight records the ranks wrote at the request (workload/flight.py), read as theirs."""
+    found = {}
+    for rank in range(ranks):
+        path = out / f"flight-rank{rank}.json"
+        if path.exists():
+            try:
+                found[str(rank)] = FlightDump.tolerant(json.loads(rankfiles.head(path, FLIGHT_BYTES)))
+            except (OSError, ValueError, RecursionError):
+                continue
+    return found
+
+
 def collect_forensics(running: Running, out: Path, ranks: int) -> Forensics:
-    """Before the kill: every rank's threads (faulthandler via SIGUSR1), NCCL log tails, processes."""
+    """Before the kill: every rank's threads (faulthandler via SIGUSR1), its flight record (which
+    collective it was in), every thread's native stack and py-spy's, NCCL log tails, processes."""
+    try:
+        (out / FLIGHT_REQUEST).touch()  # each rank's flight server answers within 0.1 s
+    except OSError:
+        pass
     processes = running.process_list()
     pids = _pids(out)
     started = time.monotonic()
@@ -246,18 +277,28 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> Forensics:
             running.signal(pid, "USR1")
         except Exception:  # noqa: BLE001 - forensics must never stop the kill
             pass
-    native: dict[str, str] = {}
+    spied: dict[str, str] = dict(elsewhere.py_spy) if elsewhere else {}
+    native: dict[str, str] = dict(elsewhere.native) if elsewhere else {}
 
-    def py_spy(rank: int, pid: int) -> None:
+    def dumps(rank: int, pid: int) -> None:
+        for into, take in ((spied, running.native_dump), (native, running.native_stacks)):
+            try:
+                dump = take(pid)
+            except Exception as exc:  # noqa: BLE001
+                dump = f"(failed: {exc})"
+            if dump:
+                into[str(rank)] = dump
+
+    ras: list[str] = [elsewhere.ras] if elsewhere else []
+
+    def ask_ras() -> None:
         try:
-            dump = running.native_dump(pid)
-        except Exception as exc:  # noqa: BLE001
-            dump = f"(py-spy failed: {exc})"
-        if dump:
-            native[str(rank)] = dump
+            ras.append(running.nccl_ras())
+        except Exception:  # noqa: BLE001
+            pass
 
-    native.update(elsewhere or {})
-    threads = [threading.Thread(target=py_spy, args=item, daemon=True) for item in pids.items() if elsewhere is None]
+    threads = [threading.Thread(target=dumps, args=item, daemon=True) for item in pids.items() if elsewhere is None]
+    threads += [threading.Thread(target=ask_ras, daemon=True)] if elsewhere is None else []
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -269,7 +310,9 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> Forensics:
         stacks[str(rank)] = text or "(no dump: the rank did not answer SIGUSR1; stopped or gone)"
         nccl[str(rank)] = nccl_log.tail_file(out / f"nccl-rank{rank}.log", 40)
     forensics = Forensics(processes=processes, pids={str(k): v for k, v in pids.items()}, stacks=stacks,
-                          py_spy=native, nccl_tail=nccl)
+                          py_spy=dict(spied), nccl_tail=nccl, flight=_flight(out, ranks),
+                          **({"native": dict(native)} if native else {}),
+                          **({"ras": ras[0][-RAS_KEPT:]} if ras and ras[0] else {}))
     results.write_json(out / "forensics.json", forensics.to_json())
     return forensics
 

@@ -62,6 +62,14 @@ else
   step "debootstrap: apt-get install debootstrap" apt_install debootstrap
 fi
 
+# eu-stack (elfutils): every thread's native stack of a hung rank on the host engine (NCCL's C++
+# threads too, which py-spy never shows); the local base image carries its own
+if command -v eu-stack >/dev/null 2>&1; then
+  say "eu-stack: already installed"
+else
+  step "eu-stack: apt-get install elfutils" apt_install elfutils
+fi
+
 # tests/test_hang_advice.py cuts the path between a cell's ranks for real: nsenter (util-linux) into the
 # container's network namespace, then iptables drops what arrives there
 if command -v iptables >/dev/null 2>&1; then

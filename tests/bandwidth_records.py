@@ -35,10 +35,14 @@ def row(size: int, trials: list[float] | None = None, busbw: float | None = None
 
 
 def cell_record(stack: Stack, variant: str, rows: list[dict] | None = None, status: str = "pass",
-                launcher: str = "accelerate") -> CellRecord:
-    """A cell's record as runner.run_cell writes it, read back from its JSON."""
+                launcher: str = "accelerate", others: dict[str, list[dict]] | None = None) -> CellRecord:
+    """A cell's record as runner.run_cell writes it, read back from its JSON; `others`: the sweep's other
+    collectives' rows by name."""
     cell = Cell(stack, VARIANTS[variant], launcher)
     phases = {"bandwidth": {"phase": "bandwidth", "seconds": 2.0, "rows": rows or []}} if rows else {}
+    if others:
+        phases["bandwidth"]["collectives"] = {name: {"rows": [dict(r, collective=name) for r in found]}
+                                              for name, found in others.items()}
     raw = RawAttempt(cell.id, "docker", 1, 2, ended_by="exited", exit_code=0 if status == "pass" else 1, phases=phases)
     outcome = Outcome(status, "busbw" if status == "pass" else f"{status} in prepare",
                       phase=None if status == "pass" else "prepare")

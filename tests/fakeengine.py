@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness import launch as launch_mod
-from harness.engines.base import CellSpec, Check, Stop
+from harness.engines.base import CellSpec, Check, RemoteDumps, Stop
 from harness.engines.dockerclient import DockerClient
 from harness.errors import BuildFailed
 from harness.kinds import GpuApi
@@ -185,10 +185,16 @@ class FakeRunning:
     def native_dump(self, pid: int) -> str:
         return ""  # no py-spy here
 
+    def native_stacks(self, pid: int) -> str:
+        return ""  # no eu-stack or gdb for a fake rank
+
+    def nccl_ras(self) -> str:
+        return ""  # no NCCL
+
     def process_list(self) -> str:
         return "\n".join(f"{r.pid:>8} {'T' if r.stopped else 'S'} fake rank {r.rank}" for r in self.ranks if r.alive)
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+    def dump_ranks(self, pids: dict[int, int]) -> RemoteDumps | None:
         return None  # every rank is reachable through signal() and native_dump()
 
     def gone(self, pids: dict[int, int]) -> set[int]:

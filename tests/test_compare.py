@@ -48,6 +48,20 @@ def test_a_halving_is_a_regression_naming_the_cell_the_size_and_both_ranges(tmp_
     assert d.changes[0].verdict == "regression" and d.changes[0].size == GIB and d.unchanged == 1
 
 
+def test_a_slowdown_of_one_other_collective_alone_is_a_regression_naming_that_collective():
+    def run(gather: list[float]) -> results.RunData:
+        rows = [row(MIB, [t / 4 for t in DEFAULT_TRIALS]), row(GIB, DEFAULT_TRIALS)]
+        return run_data("X", [cell_record(H200, "default", rows, others={"all_gather": [row(GIB, gather)],
+                                                                          "broadcast": [row(GIB, DEFAULT_TRIALS)]})])
+
+    same = [170.0, 170.4, 170.8, 171.2, 170.6]
+    d = compare.diff(run(same), run([t / 2 for t in same]))
+    assert d.regressions == [f"`{DEFAULT}`: busbw of all_gather -50% at 1 GiB, 170.6 → 85.3 GB/s "
+                             "(before 170.0-171.2, after 85.0-85.6 GB/s: ranges apart)"]
+    assert [c.collective for c in d.changes] == ["all_gather"]
+    assert compare.diff(run(same), run(same)).regressions == []
+
+
 @pytest.mark.parametrize("factor", [0.7, 1.3])
 def test_a_30_percent_shift_with_overlapping_ranges_is_within_noise(factor):
     noisy = [250.0, 300.0, 340.0, 400.0, 470.0]  # a cell whose own trials spread widely

@@ -17,7 +17,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("basics", ("harness", "escape", "errors", "kinds", "progress", "proc", "owner", "codec", "statefile")),
     ("what was asked for", ("yamlfile", "ladder", "compat", "matrixfile", "imagefacts", "matrix", "selection")),
     ("the images", ("wheelhouse", "engines.dockerclient", "userimages", "baseimage", "images")),
-    ("records and their store", ("payloads", "evidence", "rankfiles", "nccl_log", "cellfields", "record", "runfacts", "results")),
+    ("records and their store", ("payloads", "flight", "nativestack", "evidence", "rankfiles", "nccl_log", "cellfields", "record", "runfacts", "results")),
     ("where ranks run", ("launch", "hostinfo", "engines.base", "engines.container", "engines.host", "engines.docker",
                          "engines.noderuntime", "engines.slurmjob", "engines.slurm", "engines.collector", "engines",
                          "reaper")),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import matrix, selection
-from harness.errors import HarnessError
+from harness import launch, matrix, selection
+from harness.errors import HarnessError, MatrixError
 
 MINIMAL = """
 version: 1
@@ -128,6 +128,33 @@ def test_cell_level_exclude_with_globs(write_matrix):
 def test_sizes_accept_units(write_matrix):
     m = matrix.load(write_matrix(MINIMAL + 'bandwidth:\n  sizes: ["4K", "1M", 512, "2GiB"]\n'))
     assert m.bandwidth_sizes == (4096, 1 << 20, 512, 2 << 30)
+
+
+def test_the_sweep_runs_all_reduce_unless_the_file_names_more_and_the_workload_is_told(write_matrix):
+    m = matrix.load(write_matrix(MINIMAL))
+    assert m.bandwidth_collectives == ("all_reduce",)
+    assert "--collectives" not in launch.workload_args(m, "/out", "cpu", {})
+    m = matrix.load(write_matrix(MINIMAL + "bandwidth:\n  collectives: [all_reduce, broadcast, all_gather]\n"))
+    assert m.bandwidth_collectives == ("all_reduce", "broadcast", "all_gather")
+    args = launch.workload_args(m, "/out", "cpu", {})
+    assert args[args.index("--collectives") + 1] == "all_reduce,broadcast,all_gather"
+    assert "--collectives" not in launch.bandwidth_args(m)  # shared with the NCCL-only control, which times all-reduce
+    for shipped in (matrix.DEFAULT_CPU_MATRIX, matrix.DEFAULT_GPU_MATRIX):  # the issue's "all four in both"
+        assert matrix.load(shipped).bandwidth_collectives == ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+@pytest.mark.parametrize(("listed", "words"), [
+    ("[all_gather]", "leaves out all_reduce, the compatibility table's column. Fix: keep all_reduce in the list."),
+    ("[all_reduce, alltoall]", "names 'alltoall', which the sweep does not know. Fix: write any of all_reduce, "
+                               "all_gather, reduce_scatter, broadcast."),
+    ("[all_reduce, broadcast, broadcast]", "names a collective twice. Fix: name each once."),
+    ("all_reduce", "bandwidth.collectives"),
+])
+def test_a_bad_list_of_collectives_is_refused_naming_the_key_and_the_fix(write_matrix, listed, words):
+    path = write_matrix(MINIMAL + f"bandwidth:\n  collectives: {listed}\n")
+    with pytest.raises(MatrixError) as err:
+        matrix.load(path)
+    assert f"{path}:" in str(err.value) and "bandwidth.collectives" in str(err.value) and words in str(err.value)
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,20 @@ CASES = [
     ("hang", {"ended_by": "stall", "ranks": {}, "stall": {"phase": "prepare", "threshold": 120, "since_progress": 121.2,
               "ranks_behind": [1], "why_behind": {"1": "silent for 121s (stopped or frozen)"}}},
      "hang", "prepare", None, ["no progress for 121s in prepare", "rank 1 silent"]),
+    # data wrong in one collective of the sweep only: that collective and its sizes, never "all-reduce"
+    ("wrong in all-gather only", {"ended_by": "exited", "exit_code": 0, "expected_ranks": 2,
+                                  "ranks": {"0": rank(wrong=8), "1": rank(wrong=8)},
+                                  "phases": {"check": {"phase": "check", "wrong_total": 0}, "bandwidth": {
+                                      "phase": "bandwidth", "rows": [{"bytes": 1 << 20, "wrong": 0}],
+                                      "collectives": {"all_gather": {"rows": [{"bytes": 4096, "wrong": 0},
+                                                                              {"bytes": 1 << 20, "wrong": 8,
+                                                                               "collective": "all_gather"}]}}}}},
+     "wrong", "bandwidth", None, ["all_gather returned 8 wrong element(s) at 1 MiB"]),
+    # a hang in the sweep says the collective and the size it was in when progress stopped
+    ("hang in one collective", {"ended_by": "stall", "ranks": {}, "stall": {
+        "phase": "bandwidth", "threshold": 120, "since_progress": 121.0, "ranks_behind": [1], "step": "all_gather at 64 KiB",
+        "why_behind": {"1": "silent for 121s (stopped or frozen)"}}},
+     "hang", "bandwidth", None, ["no progress for 121s in bandwidth (all_gather at 64 KiB)"]),
     ("hang on one of two nodes", {"ended_by": "stall", "ranks": {
         "0": {"phase": "prepare", "placement": {"node": "node-a", "job_id": "7", "step": "0"}},
         "1": {"phase": "prepare", "placement": {"node": "node-b", "job_id": "7", "step": "0"}}},

@@ -272,3 +272,18 @@ def test_the_index_lists_the_run_that_started_last_first_not_the_last_name(tmp_p
     publish.write_index(tmp_path)
     listed = [line.split("]")[0][3:] for line in (tmp_path / "index.md").read_text().splitlines() if line.startswith("- [")]
     assert listed == ["after-driver-upgrade", "before-driver-upgrade", "no-sidecar"]
+
+
+def test_the_other_collectives_sweeps_are_in_the_cells_detail_and_all_reduce_stays_the_column():
+    from .bandwidth_records import GIB, H200, cell_record, row, run_data
+
+    trials = [340.1, 340.5, 340.9, 341.3, 340.6]
+    rec = cell_record(H200, "default", [row(GIB, trials)],
+                      others={"all_gather": [row(GIB, [t / 2 for t in trials])], "broadcast": [row(GIB, trials)]})
+    text = report.render(run_data("R", [rec]))
+    table = text[:text.index("### ")]
+    assert "340.6" in table and "170.3" not in table  # the column is all-reduce's
+    detail = text[text.index("### "):]
+    gather = detail.index("all_gather (nccl-tests' size and bus factor):")
+    assert detail.index("broadcast (nccl-tests' size and bus factor):") > gather
+    assert "| 1 GiB |" in detail[gather:] and "170.30" in detail[gather:] and "all_gather calls" in detail[gather:]

@@ -59,6 +59,15 @@ class Check:
     blocking: bool = True
 
 
+@dataclass(frozen=True)
+class RemoteDumps:
+    """What the nodes' collectors took of their ranks (Running.dump_ranks), by rank."""
+
+    py_spy: dict[str, str]
+    native: dict[str, str]
+    ras: str = ""  # NCCL's RAS STATUS, from the first node that had one
+
+
 class Stop:
     """What an engine's interrupt() sets and its started cells' poll() checks: Ctrl-C for cells supervised
     in worker threads (pipeline: --jobs on the slurm engine), where Python raises KeyboardInterrupt in
@@ -91,13 +100,21 @@ class Running(Protocol):
     def native_dump(self, pid: int) -> str:
         """`py-spy dump` of a rank where py-spy is installed (it reads a stopped rank too), else ""."""
 
+    def native_stacks(self, pid: int) -> str:
+        """Every thread's native stack of a rank (eu-stack, else gdb: collector.NATIVE_TOOLS) where the
+        rank's machine or image has one (they read a stopped rank too and leave it stopped), else ""."""
+
     def process_list(self) -> str:
         """The cell's processes with their state (R, S, T for stopped...), for forensics."""
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+    def nccl_ras(self) -> str:
+        """NCCL's RAS service's STATUS report where the ranks run (collector.nccl_ras, in their network
+        namespace), "" where none answers (gloo, NCCL before 2.24, NCCL_RAS_ENABLE=0)."""
+
+    def dump_ranks(self, pids: dict[int, int]) -> RemoteDumps | None:
         """Where the ranks run on other machines (slurm): SIGUSR1 to every rank there (its threads land in
-        the attempt folder) and py-spy's dumps by rank; None: the supervisor does it through signal() and
-        native_dump() (every rank is reachable from here)."""
+        the attempt folder), py-spy's dumps and native stacks by rank; None: the supervisor does it through
+        signal(), native_dump() and native_stacks() (every rank is reachable from here)."""
 
     def gone(self, pids: dict[int, int]) -> set[int]:
         """Of these ranks (rank: pid as the rank saw it), those whose process has exited (a zombie too);

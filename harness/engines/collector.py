@@ -4,7 +4,8 @@ is passed with `python -c`, so a node needs no copy of the harness. On its node 
 processes by the cell's token in their environment (Slurm exports the submission's environment to every
 task, and launchers pass it on to the ranks), lists them with their state (T: stopped), sends each rank
 SIGUSR1 (the workload's faulthandler writes its threads into the attempt folder, which every node
-shares) and takes a `py-spy dump` of it (py-spy reads a stopped rank too), then writes what it found as
+shares) and takes a `py-spy dump` of it (py-spy reads a stopped rank too) and every thread's native stack
+(eu-stack or gdb, where the node has one), then writes what it found as
 `<out>/node-forensics/<node>.json`, atomically. A rank is a process whose RANK variable names it and
 whose pid, as the rank itself saw it (`pid-rank<N>`, innermost NSpid: a container's pid too), is the
 rank's own, so two nodes' ranks with the same pid are never mixed up.
@@ -80,6 +81,57 @@ def rank_pids(out):
     return pids
 
 
+# Every thread's native stack, NCCL's proxy and progress threads too (C++ threads py-spy never shows):
+# elfutils' eu-stack, else gdb. Both read a stopped process and leave it stopped (seen here: a SIGSTOPped
+# python, 0.03 s and 0.5 s; state T after). Also the host and docker engines' (harness/engines).
+NATIVE_TOOLS = ("eu-stack", "gdb")
+NATIVE_TIMEOUT_S = 20
+
+
+def native_argv(tool, pid):
+    if os.path.basename(tool) == "gdb":
+        return [tool, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt"]
+    return [tool, "-p", str(pid)]
+
+
+def native_tool():
+    return next((path for path in map(shutil.which, NATIVE_TOOLS) if path), None)
+
+
+def native_stack(tool, pid):
+    try:
+        done = subprocess.run(native_argv(tool, pid), capture_output=True, text=True, timeout=NATIVE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"({os.path.basename(tool)} failed: {exc})"
+    return done.stdout + (f"\n(stderr) {done.stderr[-600:]}" if done.returncode and done.stderr else "")
+
+
+# NCCL's RAS service (NCCL >= 2.24, on by default): every NCCL process of a job can say the job's state
+# (its communicators, ranks missing or dead) on a local TCP port, in plain text: "CLIENT PROTOCOL N",
+# answered "SERVER PROTOCOL M", then "STATUS" and the report until the connection closes (NVIDIA/nccl
+# src/ras/client.cc, what `ncclras` does). The port is NCCL_RAS_ADDR's, else localhost:28028.
+RAS_PORT = 28028
+RAS_PROTOCOL = 2
+RAS_TIMEOUT_S = 10
+RAS_MAX_BYTES = 1 << 20
+
+
+def nccl_ras(addr=None, timeout=RAS_TIMEOUT_S):
+    """The RAS service's STATUS report, or "" where no NCCL process of this machine answers."""
+    host, _, port = (addr or f"localhost:{RAS_PORT}").rpartition(":")
+    try:
+        with socket.create_connection((host or "localhost", int(port)), timeout=timeout) as sock:
+            reader = sock.makefile("rb")
+            sock.sendall(f"CLIENT PROTOCOL {RAS_PROTOCOL}\n".encode())
+            hello = reader.readline(4096).decode(errors="replace")
+            if not hello.upper().startswith("SERVER PROTOCOL"):
+                return f"(the RAS port answered {hello.strip()[:200]!r}, not NCCL's RAS)"
+            sock.sendall(b"STATUS\n")
+            return reader.read(RAS_MAX_BYTES).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+
+
 def py_spy():
     beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
     return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
@@ -104,8 +156,12 @@ def collect(tag, out):
             dumps[rank] = done.stdout if done.returncode == 0 else f"(py-spy failed: {(done.stdout + done.stderr)[-300:]})"
         except (OSError, subprocess.TimeoutExpired) as exc:
             dumps[rank] = f"(py-spy failed: {exc})"
+    tool, native = native_tool(), {}
+    for rank, p in sorted(ranks.items()):
+        if tool is not None:
+            native[rank] = native_stack(tool, p["pid"])
     return {"processes": processes, "ranks": {r: p["pid"] for r, p in ranks.items()}, "py_spy": dumps,
-            "py_spy_path": spy}
+            "py_spy_path": spy, "native": native, "native_tool": tool, "ras": nccl_ras() if ranks else ""}
 
 
 def main(argv):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
@@ -16,9 +17,11 @@ from .. import launch as launch_mod
 from .. import proc
 from ..baseimage import LOCAL_BASES
 from ..errors import InfraError
+from ..imagefacts import IMAGE_PYTHON
 from ..kinds import GPU_APIS, GpuApi
 from ..workload.fingerprint import relevant_env
-from .base import CellSpec, Check, Stop
+from .base import CellSpec, Check, RemoteDumps, Stop
+from .collector import NATIVE_TOOLS, native_argv
 from .container import GPU_API_NAMES, ContainerConfig, cdi_device, container_config, gpu_text
 from .dockerclient import LABEL, LABEL_CELL, LABEL_OWNER, LABEL_RUN, Container, DockerClient, DockerFailure, product
 
@@ -334,6 +337,9 @@ def image_env(client: DockerClient, image: str) -> dict[str, str]:
     return relevant_env(client.image_env(image)) if image else {}
 
 
+COLLECTOR_SOURCE = Path(__file__).with_name("collector.py")  # as slurmjob.py runs it on the nodes
+
+
 class DockerRunning:
     """A started cell container; every call is safe after the container has gone."""
 
@@ -365,8 +371,29 @@ class DockerRunning:
             return f"(docker top failed: {exc})"
         return "\n".join(" ".join(row) for row in [top.get("Titles", [])] + top.get("Processes", []))
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
-        return None  # every rank is in this container: signal() and native_dump() reach it
+    def native_stacks(self, pid: int) -> str:
+        # the image's own tool, run in the container: it reads the rank's libraries as the rank maps them
+        # (from the host, eu-stack names none of a container's frames but libc's; seen here)
+        tries = "; ".join(f"if command -v {t} >/dev/null 2>&1; then exec {shlex.join(native_argv(t, int(pid)))}; fi"
+                          for t in NATIVE_TOOLS)
+        try:
+            code, output = self.container.exec_run(["sh", "-c", f"{tries}; exit 127"])
+        except DockerFailure:
+            return ""
+        return "" if code == 127 else output.decode(errors="replace")
+
+    def nccl_ras(self) -> str:
+        # in the container's network namespace, with the image's Python: the collector's own client
+        run = ("import sys; g = {'__name__': 'collector'}; exec(sys.argv[1], g); "
+               "sys.stdout.write(g['nccl_ras']())")
+        try:
+            code, output = self.container.exec_run([IMAGE_PYTHON, "-c", run, COLLECTOR_SOURCE.read_text()])
+        except (DockerFailure, OSError):
+            return ""
+        return output.decode(errors="replace") if code == 0 else ""
+
+    def dump_ranks(self, pids: dict[int, int]) -> RemoteDumps | None:
+        return None  # every rank is in this container: signal(), native_dump() and native_stacks() reach it
 
     def gone(self, pids: dict[int, int]) -> set[int]:
         """Ranks whose /proc entry in the container is missing or a zombie; none while the container

@@ -25,7 +25,8 @@ from ..kinds import GpuApi
 from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
-from .base import LAUNCHER_LOG, CellSpec, Check, Stop
+from .base import LAUNCHER_LOG, CellSpec, Check, RemoteDumps, Stop
+from .collector import NATIVE_TIMEOUT_S, NATIVE_TOOLS, native_argv, nccl_ras
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
 
@@ -113,6 +114,13 @@ class CellProcesses:
         result = proc.run(["py-spy", "dump", "--nonblocking", "--pid", str(pid)], timeout=20)
         return result.output if result.returncode == 0 else f"(py-spy failed: {result.output.strip()[-300:]})"
 
+    def native_stacks(self, pid: int) -> str:
+        tool = next((path for path in map(proc.which, NATIVE_TOOLS) if path), None)
+        if tool is None or pid not in {p.pid for p in tagged(self.token)}:
+            return ""
+        result = proc.run(native_argv(tool, pid), timeout=NATIVE_TIMEOUT_S)
+        return result.output if result.returncode == 0 else f"({Path(tool).name} failed: {result.output.strip()[-300:]})"
+
     def process_list(self) -> str:
         return "\n".join(f"{p.pid:>8} {p.state} {p.cmd[:200]}" for p in tagged(self.token))
 
@@ -166,8 +174,14 @@ class HostRunning:
     def process_list(self) -> str:
         return self.processes.process_list()
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
-        return None  # every rank is on this machine: signal() and native_dump() reach it
+    def nccl_ras(self) -> str:
+        return nccl_ras() if self.processes.members() else ""  # the ranks share this machine's network
+
+    def native_stacks(self, pid: int) -> str:
+        return self.processes.native_stacks(pid)
+
+    def dump_ranks(self, pids: dict[int, int]) -> RemoteDumps | None:
+        return None  # every rank is on this machine: signal(), native_dump() and native_stacks() reach it
 
     def gone(self, pids: dict[int, int]) -> set[int]:
         return self.processes.gone(pids)

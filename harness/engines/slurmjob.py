@@ -14,7 +14,7 @@ from typing import Any
 from .. import launch as launch_mod
 from .. import proc, rankfiles
 from ..errors import HarnessError, InfraError
-from .base import Stop
+from .base import RemoteDumps, Stop
 from .host import TOKEN_VAR, CellProcesses
 from .noderuntime import NodeStep
 
@@ -162,6 +162,12 @@ class SlurmRunning:
     def native_dump(self, pid: int) -> str:
         return self.here.native_dump(pid)
 
+    def native_stacks(self, pid: int) -> str:
+        return self.here.native_stacks(pid)
+
+    def nccl_ras(self) -> str:
+        return next((node["ras"] for node in self.on_nodes() if node.get("ras")), "")
+
     def process_list(self) -> str:
         found = self.on_nodes()
         if not found:
@@ -169,11 +175,16 @@ class SlurmRunning:
         return "\n".join(f"{node['node']}: {p['pid']:>8} {p['state']} {p['cmd'][:200]}"
                          for node in found for p in node.get("processes", []))
 
-    def dump_ranks(self, pids: dict[int, int]) -> dict[str, str] | None:
+    def dump_ranks(self, pids: dict[int, int]) -> RemoteDumps | None:
         found = self.on_nodes()
         if not found:
             return None  # no collector ran: this machine's ranks, as the host engine does
-        return {rank: f"[{node['node']}]\n{dump}" for node in found for rank, dump in node.get("py_spy", {}).items()}
+
+        def by_rank(key: str) -> dict[str, str]:
+            return {str(rank): f"[{node['node']}]\n{dump}" for node in found for rank, dump in (node.get(key) or {}).items()}
+
+        ras = next((f"[{node['node']}]\n{node['ras']}" for node in found if node.get("ras")), "")
+        return RemoteDumps(py_spy=by_rank("py_spy"), native=by_rank("native"), ras=ras)
 
     def gone(self, pids: dict[int, int]) -> set[int]:
         """Ranks no node's collector found alive, neither by their pid nor by a live process with their

@@ -7,6 +7,8 @@ import os
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .bandwidth import COLLECTIVES
+
 PHASES = ("fingerprint", "init", "prepare", "step", "check", "bandwidth", "teardown")
 FAULT_ENV = "HARNESS_TEST_FAULTS"
 # TEST ONLY (needs FAULT_ENV=1): "VAR=value" makes every rank hang in HANG_PHASE unless VAR has that
@@ -66,6 +68,15 @@ def _sizes(text: str) -> List[int]:
     return sizes
 
 
+def _collectives(text: str) -> Tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown or "all_reduce" not in names:
+        raise argparse.ArgumentTypeError("--collectives %r: name all_reduce and any of %s"
+                                         % (text, ", ".join(COLLECTIVES)))
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="run.py",
@@ -83,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat interval in seconds")
     p.add_argument("--expect-env", type=_expect_env, default=None,
                    help="JSON object of the NCCL_* variables the host asked for")
+    p.add_argument("--collectives", type=_collectives, default=("all_reduce",),
+                   help="the sweep's collectives, comma-separated, all_reduce first (%s)" % ", ".join(COLLECTIVES))
     p.add_argument("--skip-bandwidth", action="store_true")
     p.add_argument("--fail-in", choices=PHASES, default=None,
                    help="TEST ONLY: raise at the start of PHASE (needs %s=1)" % FAULT_ENV)

@@ -49,6 +49,15 @@ NCCL_SIGNATURES: Dict[str, Any] = {  # also bandwidth.py's ncclAllReduce on torc
     "ncclCommInitRank": (ctypes.c_int, [_P(ctypes.c_void_p), ctypes.c_int, NcclUniqueId, ctypes.c_int]),
     "ncclAllReduce": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                      ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    # sendbuff, recvbuff, sendcount, datatype, comm, stream
+    "ncclAllGather": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                     ctypes.c_void_p, ctypes.c_void_p]),
+    # sendbuff, recvbuff, recvcount, datatype, op, comm, stream
+    "ncclReduceScatter": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    # sendbuff, recvbuff, count, datatype, root, comm, stream
+    "ncclBroadcast": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                     ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
     "ncclCommDestroy": (ctypes.c_int, [ctypes.c_void_p]),
     "ncclGetErrorString": (ctypes.c_char_p, [ctypes.c_int]),
     "ncclGetLastError": (ctypes.c_char_p, [ctypes.c_void_p]),
@@ -162,7 +171,7 @@ class Nccl:
     """libnccl's calls used here; every non-zero ncclResult_t becomes an NcclError."""
 
     def __init__(self, lib: Any) -> None:
-        self.f = bind(lib, NCCL_SIGNATURES, optional=("ncclGetLastError",))
+        self.f = bind(lib, NCCL_SIGNATURES, optional=("ncclGetLastError", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast"))
 
     def check(self, call: str, code: int, comm: Optional[ctypes.c_void_p] = None) -> None:
         if code == 0:

@@ -151,11 +151,11 @@ class Runner:
             return {"skipped": True, "rows": [], "world": self.denv.world}
         sizes = self.args.sizes or cli.default_sizes(self.device or "cpu")
 
-        def progress(nbytes: int) -> None:
-            self.writer.emit("heartbeat", phase="bandwidth", source="main", bytes=nbytes)
+        def progress(collective: str, nbytes: int) -> None:
+            self.writer.emit("heartbeat", phase="bandwidth", source="main", bytes=nbytes, collective=collective)
 
         return bandwidth.run_bandwidth(self.state, sizes, self.args.iters, self.args.warmup,
-                                       self.args.trials, progress)
+                                       self.args.trials, progress, self.args.collectives)
 
     def _teardown(self) -> Dict[str, Any]:
         from . import phases
@@ -174,7 +174,7 @@ class Runner:
         t0 = time.monotonic()
         try:
             if self.args.hold_at == name:
-                wait_for_release(self.args.out)
+                wait_for_release(self.args.out, self.denv.rank)
             if name == cli.HANG_PHASE and self.args.hang_unless:
                 hang_unless(*self.args.hang_unless)
             if self.args.fail_in == name:
@@ -230,7 +230,8 @@ class Runner:
             self.summary["largest_busbw_gbs"] = last["busbw_gbs"]
             self.summary["largest_algbw_gbs"] = last["algbw_gbs"]
             # data that came back wrong at any size makes the cell `wrong`, as the check phase does
-            wrong = sum(int(row.get("wrong") or 0) for row in fields["rows"])
+            rows = [*fields["rows"], *(r for sweep in (fields.get("collectives") or {}).values() for r in sweep["rows"])]
+            wrong = sum(int(row.get("wrong") or 0) for row in rows)
             if wrong:
                 self.summary["wrong_total"] = (self.summary.get("wrong_total") or 0) + wrong
 
@@ -241,10 +242,11 @@ class Runner:
                          **dict(self.summary, **fields))
 
 
-def wait_for_release(out_dir: str) -> None:
-    """Test-only sync point (--hold-at): lets a test signal this rank while it is inside a phase."""
-    release = os.path.join(out_dir, "release")
-    while not os.path.exists(release):
+def wait_for_release(out_dir: str, rank: int) -> None:
+    """Test-only sync point (--hold-at): lets a test signal this rank while it is inside a phase; ``release``
+    lets every rank go on, ``release-rank<R>`` this one only (one rank behind, alive)."""
+    release = [os.path.join(out_dir, "release"), os.path.join(out_dir, "release-rank%d" % rank)]
+    while not any(os.path.exists(path) for path in release):
         time.sleep(0.02)
 
 

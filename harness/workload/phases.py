@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import torch
 import torch.distributed as dist
 
-from . import distenv, fingerprint
+from . import distenv, fingerprint, flight
 
 
 class State:
@@ -62,6 +62,9 @@ def _init_kwargs(state: State, timeout_s: float) -> Dict[str, Any]:
 def run_init(state: State, out_dir: str, timeout_s: float) -> Dict[str, Any]:
     """Create the process group (nccl on cuda, gloo on cpu) and its communicator."""
     env_set = distenv.set_init_env(os.environ, out_dir, state.rank, torch.__version__)
+    for name, value in flight.wanted(os.environ).items():  # read when the group is made: set before it
+        os.environ[name] = env_set[name] = value
+    flight.serve(out_dir, state.rank)
     state.backend = "nccl" if state.device == "cuda" else "gloo"
     if state.device == "cuda":
         torch.cuda.set_device(state.local_rank)
