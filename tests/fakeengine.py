@@ -233,6 +233,13 @@ class FakeBuilder:
     def image_exists(self, ref: str) -> bool:
         return ref in self._images or ref.startswith("harness-base:")
 
+    def image_labels(self, ref: str) -> dict[str, str]:
+        """A local base made with today's packages (baseimage.ensure then keeps it)."""
+        from harness import baseimage
+
+        base = baseimage.LOCAL_BASES.get(ref)
+        return {baseimage.PACKAGES_LABEL: ",".join(base.packages)} if base else {}
+
     def build(self, context: Path, tag: str, *, labels: dict[str, str], buildargs: dict[str, str], log: Path,
               on_line: Callable[[str], None] = lambda _: None, timeout: int = 3600, nocache: bool = False) -> str:
         stack = tag.split("/", 1)[1].rsplit(":", 1)[0]  # images.BuildContext.tag: <repo>/<stack id>:<hash>

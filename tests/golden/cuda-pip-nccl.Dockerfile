@@ -10,10 +10,11 @@ io.nccl-harness.python="3.10" \
 io.nccl-harness.base="nvidia/cuda:12.4.1-runtime-ubuntu22.04" \
 io.nccl-harness.harness-version="0.1.0"
 ENV DEBIAN_FRONTEND=noninteractive
-# nvidia/cuda images ship no Python: take the distribution's.
+# nvidia/cuda images ship no Python: take the distribution's (and elfutils' eu-stack: a hung rank's
+# native stacks, NCCL's own threads too; the local bases carry it already).
 RUN python3 -c "import venv, ensurepip" 2>/dev/null || ( \
       apt-get update && \
-      apt-get install -y --no-install-recommends python3 python3-venv python3-pip && \
+      apt-get install -y --no-install-recommends python3 python3-venv python3-pip elfutils && \
       rm -rf /var/lib/apt/lists/* )
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
