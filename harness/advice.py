@@ -54,7 +54,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "run once with NCCL_NET=Socket (or NCCL_NET_PLUGIN=none) to leave the plugin out: if that passes, "
               "the plugin or its devices (EFA, RDMA inside the container) are the cause"),
     Subsystem("NET/IB (InfiniBand / RoCE verbs)",
-              _rx(r"NET/IB\s?:|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)"),
+              _rx(r"NET/IB\b|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)"),
               ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_IB_DISABLE",
                "NCCL_BUFFSIZE"),
               "run once with NCCL_IB_DISABLE=1 (sockets instead of IB): if that passes, check the HCA list "
@@ -79,7 +79,9 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "once with NCCL_IB_DISABLE=1 and NCCL_SOCKET_IFNAME naming the interface the ranks share"),
     Subsystem("bootstrap (NCCL's first connections between ranks)",
               _rx(r"Bootstrap\s?:|\bbootstrap\.cc:\d+|\bsocket\.cc:\d+|\bsocketProgress|\bncclSocket\w{0,20}\b|socket\.h:\d+|"
-                  r"NCCL WARN (Call to connect|Connect to \S{1,80} failed)"),
+                  r"NCCL WARN (Call to connect|Connect to \S{1,80} failed)|"
+                  # NCCL_COMM_ID's address: the bootstrap looks for a local interface in its subnet
+                  r"same subnet as remote address"),
               ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_COMM_ID"),
               "the ranks could not reach each other on the interface NCCL chose: name the one they share "
               "(NCCL_SOCKET_IFNAME), force the address family (NCCL_SOCKET_FAMILY=AF_INET), and check the "
@@ -130,9 +132,11 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               ("NCCL_BUFFSIZE", "NCCL_MAX_NCHANNELS"),
               "NCCL could not allocate its buffers: create the communicator before the model fills the GPU, check "
               "nvidia-smi for other processes on it, and lower NCCL_BUFFSIZE (or unset it where it was raised)"),
-    # last: NCCL's bare result, with no WARN that names the call (a log at NCCL_DEBUG=WARN would)
-    Subsystem("NCCL, without saying which call failed (its 'system error')",
-              _rx(r"unhandled system error|ncclSystemError"),
+    # last: NCCL's bare result, with no WARN that names the call (a log at NCCL_DEBUG=WARN would); NCCL
+    # 2.18 reports socket failures as "internal error - please report this issue" (h4d-socket-ifname-1,
+    # h2c-nccl-version-bug-1: the cause was in an earlier WARN line)
+    Subsystem("NCCL, without saying which call failed (its 'system error' or 'internal error')",
+              _rx(r"unhandled system error|ncclSystemError|internal error - please report this issue|ncclInternalError"),
               ("NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE"),
               "run once with NCCL_DEBUG=WARN to see the call that failed; the usual ones are a socket on an "
               "interface the ranks do not share (NCCL_SOCKET_IFNAME), /dev/shm (NCCL_SHM_DISABLE=1 to check) and "
@@ -140,8 +144,10 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
 )
 
 
-_FAILING = re.compile(r"\bWARN\b|error|fail|refused|unreachable|timed? ?out|abort|denied|cannot|could not|"
-                      r"unable|mismatch|invalid|not found|no such", re.IGNORECASE)
+# NCCL's return path at NCCL_DEBUG=INFO ("misc/socket.cc:567 -> 2": a call that returned result 2) is a
+# failing line too, where no WARN line was kept
+_FAILING = re.compile(r"\bWARN\b|\.cc:\d+ -> [1-9]|error|fail|refused|unreachable|timed? ?out|abort|denied|cannot|could not|"
+                      r"unable|mismatch|invalid|not found|no such|no (socket )?interface found", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

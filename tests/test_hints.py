@@ -683,6 +683,38 @@ CASES = [
         "two ranks on one GPU": failed("ncclInvalidUsage: invalid usage (run with NCCL_DEBUG=WARN for details). Last "
                                        "error: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000"),
     }),
+    ("ib-device-not-visible", failed("", launcher_tail="node1:12:40 [0] NCCL INFO NCCL_IB_DISABLE set by environment "
+                                     "to 0.\nnode1:12:40 [0] NCCL INFO NET/IB : No device found."), {
+        "IB not asked for": failed("", launcher_tail="node1:12:40 [0] NCCL INFO NET/IB : No device found."),
+    }),
+    ("nccl-comm-id-subnet", warned("misc/socket.cc:120 NCCL WARN No interface found in the same subnet as remote "
+                                   "address 10.1.2.3<23456>"), {
+        "no interface at all": warned("bootstrap.cc:84 NCCL WARN Bootstrap : no socket interface found"),
+    }),
+    ("deepspeed-pdsh-ssh-args", failed("KeyError: 'PDSH_SSH_ARGS_APPEND'", phase="startup", error_class="launcher"), {
+        "another variable": failed("KeyError: 'LOCAL_RANK'", phase="startup", error_class="launcher"),
+    }),
+    ("torch-sees-no-gpu", failed("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"), {
+        "a torch without NCCL": failed("RuntimeError: Distributed package doesn't have NCCL built in"),
+    }),
+    ("vllm-kv-cache-too-small", failed("ValueError: The model's max seq len (8192) is larger than the maximum number of "
+                                       "tokens that can be stored in KV cache (5120).", error_class="oom"), {
+        "out of memory": failed("torch.OutOfMemoryError: CUDA out of memory.", error_class="oom"),
+    }),
+    ("cdi-spec-stale", failed("", phase="startup", launcher_tail="Error: setting up CDI devices: failed to inject "
+                              "devices: failed to stat CDI host device \"/dev/nvidia3\": no such file or directory"), {
+        "no spec at all": failed("", phase="startup", launcher_tail="Error: setting up CDI devices: unresolvable CDI "
+                                 "devices nvidia.com/gpu=all"),
+    }),
+    ("nccl-graph-capture-unsupported", warned("enqueue.cc:1012 NCCL WARN NCCL cannot be captured in a graph if either "
+                                              "it wasn't built with CUDA runtime >= 11.3 or if the installed CUDA "
+                                              "driver < R465."), {
+        "a capture that failed otherwise": warned("enqueue.cc:1012 NCCL WARN Cuda failure 'operation not permitted "
+                                                  "when stream is capturing'"),
+    }),
+    ("nccl-1x", failed("", launcher_tail="# NCCL Tests compiled with NCCL 1.0\n# Using devices"), {
+        "NCCL 2": failed("", launcher_tail="# NCCL Tests compiled with NCCL 2.21\n# Using devices"),
+    }),
 ]
 
 

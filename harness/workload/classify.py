@@ -57,6 +57,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"cudaErrorSystemDriverMismatch|unsupported display driver / cuda driver combination|"
                           # the kernel module's own words for it (dmesg), and nvidia-smi's with no module
                           r"API mismatch: the client has the version|couldn.t communicate with the NVIDIA driver|"
+                          # TensorFlow's and XLA's CUDA diagnostics for the same (kernel module against libcuda)
+                          r"kernel version [\d.]+ does not match DSO version|"
                           # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
                           # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
                           # incorrectly set up environment"), and torch's extension builder finding no GPU
@@ -73,7 +75,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # unknown runtime or unresolvable CDI device. No rank started, so it is the launcher's failure; an
     # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
-                            r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices", re.I)),
+                            r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices|"
+                            # a CDI spec naming device nodes the host no longer has (podman, docker 25+)
+                            r"setting up CDI devices|failed to inject (?:CDI )?devices", re.I)),
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
@@ -85,7 +89,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # a library file that cannot be mapped (truncated: a bus error while loading it) is not /dev/shm
     ("import", re.compile(r"bus error when Loading nccl from library|invalid ELF header|: file too short", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
-                       r"Cannot allocate memory", re.I)),
+                       r"Cannot allocate memory|"
+                       # vLLM: the GPU memory left for the KV cache holds fewer tokens than the model's length
+                       r"maximum number of tokens that can be stored in KV cache", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory|"
                        # signal 7 (SIGBUS) as launchers report a child's death: "return code = -7"
@@ -100,6 +106,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # bfloat16
                         r"fallen off the bus|GPU is lost|Unable to determine the device handle|"
                         r"no kernel image is available|not compatible with the current PyTorch installation|"
+                        r"PyTorch no longer supports this GPU|"
+                        # torch sees no GPU at all, said by ProcessGroupNCCL (the wrapper is not the cause)
+                        r"ProcessGroupNCCL is only supported with GPUs|"
                         r"does not support bfloat16|Bfloat16 is only supported|"
                         # two GPUs without peer access, as torch's "Last error:" repeats the CUDA failure
                         # (NCCL's own WARN of it, cuMem host sharing in shm.cc, stays NCCL's)
@@ -152,7 +161,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # functions' names: "ncclSocketInit: connecting to address ...")
     ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|nvshmem|"
                         r"\bsocket(?:Start|Poll)Connect\b|"
-                        r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+")),
+                        r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+|"
+                        # its bootstrap without an interface in NCCL_COMM_ID's subnet, its net plugin's index
+                        r"No interface found in the same subnet|Could not find NET with id")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|device >= 0 && device < num_gpus|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
