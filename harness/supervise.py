@@ -37,6 +37,7 @@ HEARTBEAT_S = 2.0  # the workload's default interval
 STACK_DUMP_WAIT_S = 1.0
 PY_SPY_WAIT_S = 10.0
 RAS_KEPT = 64 << 10  # NCCL's RAS status, its end: a job of thousands of ranks writes more
+DUMP_KEPT = 512 << 10  # a rank's py-spy or native dump, its start: a rank of thousands of threads writes more
 FLIGHT_BYTES = 1 << 20  # 24 entries of a few hundred bytes each
 
 
@@ -287,7 +288,7 @@ def collect_forensics(running: Running, out: Path, ranks: int) -> Forensics:
             except Exception as exc:  # noqa: BLE001
                 dump = f"(failed: {exc})"
             if dump:
-                into[str(rank)] = dump
+                into[str(rank)] = dump[:DUMP_KEPT]
 
     ras: list[str] = [elsewhere.ras] if elsewhere else []
 

@@ -26,7 +26,7 @@ from ..matrix import Cell, Matrix, Stack
 from ..progress import Progress
 from ..workload.fingerprint import relevant_env
 from .base import LAUNCHER_LOG, CellSpec, Check, RemoteDumps, Stop
-from .collector import NATIVE_TIMEOUT_S, NATIVE_TOOLS, native_argv, nccl_ras
+from .collector import NATIVE_TIMEOUT_S, native_argv, native_tool, nccl_ras
 
 TOKEN_VAR = "HARNESS_CELL_TOKEN"
 
@@ -115,7 +115,7 @@ class CellProcesses:
         return result.output if result.returncode == 0 else f"(py-spy failed: {result.output.strip()[-300:]})"
 
     def native_stacks(self, pid: int) -> str:
-        tool = next((path for path in map(proc.which, NATIVE_TOOLS) if path), None)
+        tool = native_tool()
         if tool is None or pid not in {p.pid for p in tagged(self.token)}:
             return ""
         result = proc.run(native_argv(tool, pid), timeout=NATIVE_TIMEOUT_S)
