@@ -28,6 +28,7 @@ from .payloads import (
     Envelope,
     Fingerprint,
     GBs,
+    P2pCheck,
     PeerAccess,
     PhaseEnd,
     RankNo,
@@ -250,6 +251,12 @@ class RawAttempt(Model):
         phase = self.phases.get("bandwidth") if self.kind != "control" else None
         others = {name: sweep.rows for name, sweep in ((phase.collectives if phase else None) or {}).items()}
         return {"all_reduce": self.bandwidth_rows, **{k: v for k, v in others.items() if k != "all_reduce"}}
+
+    @property
+    def p2p_check(self) -> P2pCheck:
+        """The check phase's IPC peer check (empty where it did not run: CPU, one rank, older records)."""
+        phase = self.phases.get("check")
+        return (phase.p2p_ipc if phase else None) or P2pCheck()
 
     @property
     def phase_timings(self) -> dict[str, float]:

@@ -31,7 +31,7 @@ from packaging.version import Version
 
 from harness.errors import HintsError
 from harness.hintsfile import DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read, version
-from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, RawAttempt
+from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, P2pCheck, RawAttempt
 from harness.textmatch import searched
 
 __all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
@@ -198,10 +198,13 @@ def _env_set(record: CellRecord, raw: RawAttempt, fp: Fingerprint) -> frozenset[
     return frozenset(names)
 
 
-def _peer_unverified(fp: Fingerprint) -> bool | None:
-    if not fp.peer_access:
+def _peer_unverified(fp: Fingerprint, ipc: P2pCheck) -> bool | None:
+    """A pair whose P2P was claimed and failed a real copy, or failed the IPC kernel read (wrong data, no
+    answer); None when no pair was checked either way."""
+    if not fp.peer_access and not ipc.pairs:
         return None
-    return any(p.claimed is True and p.verified not in (None, True) for p in fp.peer_access)
+    return any(p.claimed is True and p.verified not in (None, True) for p in fp.peer_access) \
+        or any(r.broken for r in ipc.pairs)
 
 
 def facts(record: CellRecord | Any) -> Facts:
@@ -240,7 +243,7 @@ def facts(record: CellRecord | Any) -> Facts:
         env_known=bool(fp) or any(log.env for log in raw.nccl.values()),
         launcher_changed=frozenset(k for k, change in fp.env_changed.items() if change.expected != change.actual)
         if fp else None,
-        peer_unverified=_peer_unverified(fp),
+        peer_unverified=_peer_unverified(fp, raw.p2p_check),
         ranks_behind=_ranks_behind(outcome, texts),
         shm_writable=fp.shm_writable,
         compat_loaded=fp.compat_loaded,

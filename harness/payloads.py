@@ -16,7 +16,8 @@ from pydantic import ConfigDict, Field, model_validator
 from .codec import Count, Flag, Json, Limit, Model, Str, Text, Verified, ints, invariant, nums
 
 __all__ = ["MAX_BYTES", "MAX_GBS", "MAX_SECONDS", "Bytes", "GBs", "Duration", "RankNo", "Wall", "Written", "EnvChange",
-           "PeerAccess", "NcclLoaded", "Driver", "Gpu", "Shm", "Libcuda", "Nvml", "Memlock", "Fingerprint", "BandwidthRow",
+           "PeerAccess", "P2pRead", "P2pCheck", "NcclLoaded", "Driver", "Gpu", "Shm", "Libcuda", "Nvml", "Memlock",
+           "Fingerprint", "BandwidthRow",
            "Sweep", "size_label", "ranges_apart", "Envelope", "PhaseEnd"]
 
 # The largest figures a real attempt can hold; beyond them a record was damaged, not measured. The
@@ -58,6 +59,44 @@ class PeerAccess(Written):
     dst: RankNo | None = None
     claimed: Flag | None = None  # as torch says; None when not asked
     verified: Verified | None = None  # True, False, "timeout", ... or None when not checked
+
+
+class P2pRead(Written):
+    """One ordered pair of the IPC peer check (workload/p2pipc.py): the reader rank's kernel read the owner
+    rank's buffer through CUDA IPC, as NCCL's P2P transport does."""
+
+    owner: RankNo | None = None
+    reader: RankNo | None = None
+    src: RankNo | None = None  # the owner's GPU (its CUDA ordinal)
+    dst: RankNo | None = None  # the reader's GPU
+    src_bus: Str | None = None
+    dst_bus: Str | None = None
+    bytes: Count | None = None
+    result: Verified | None = None  # True, False (wrong data), "timeout", or the CUDA error that stopped it
+    wrong: Count | None = None  # elements that differed
+    seconds: Duration | None = None
+
+    @property
+    def broken(self) -> bool:
+        """The path answered wrong data or never answered: what NCCL's P2P would meet (an error that
+        stopped the read, such as a GPU this rank cannot see, says nothing of the path)."""
+        return self.result is False or self.result == "timeout"
+
+
+class Unpublished(Written):
+    """A rank whose buffer the IPC peer check could not offer its peers, and why (no driver, no memory)."""
+
+    rank: RankNo | None = None
+    error: Text | None = None
+
+
+class P2pCheck(Written):
+    """The check phase's IPC peer check: its pairs, or why it did not run."""
+
+    pairs: tuple[P2pRead, ...] = ()
+    unpublished: tuple[Unpublished, ...] = ()
+    skipped: Text | None = None  # NCCL does not use P2P in this cell (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC)
+    error: Text | None = None  # the check itself failed (a peer that never published, no store)
 
 
 class NcclLoaded(Written):
@@ -352,3 +391,4 @@ class PhaseEnd(Envelope):
     env_set: dict[str, Json] | None = None  # init: the variables the workload set itself before init
     rows: tuple[BandwidthRow, ...] | None = None  # bandwidth (all-reduce), and the control's nccl-allreduce
     collectives: dict[str, Sweep] | None = None  # bandwidth: the other collectives' sweeps, by name
+    p2p_ipc: P2pCheck | None = None  # check: GPU pairs read through CUDA IPC by a kernel (workload/p2pipc.py)

@@ -64,7 +64,7 @@ from .kinds import (
     WorkloadPhase,
 )
 from .ladder import Budget, SearchEnd, Step
-from .payloads import BandwidthRow, EnvChange, Fingerprint, PeerAccess, ranges_apart
+from .payloads import BandwidthRow, EnvChange, Fingerprint, P2pCheck, PeerAccess, ranges_apart
 from .workload.redact import shown_env
 
 # Variables only a launcher exports to its ranks (Accelerate's configuration, torch elastic's own).
@@ -401,6 +401,11 @@ class CellRecord(Model):
         return self.last_raw.phase_timings
 
     @property
+    def p2p_check(self) -> P2pCheck:
+        """The IPC peer check of its last attempt (empty where it did not run)."""
+        return self.last_raw.p2p_check
+
+    @property
     def launcher_changes(self) -> dict[str, EnvChange]:
         return self.fingerprint.env_changed
 
@@ -475,7 +480,7 @@ __all__ = ["Status", "STATUSES", "RETRYABLE", "GOOD", "FAILED", "MEASURED", "STA
            "PHASES", "WORKLOAD_PHASES", "ErrorClass", "ERROR_CLASSES", "WORKLOAD_ERROR_CLASSES", "EndedBy", "ENDED_BY",
            "Launcher", "LAUNCHERS", "NcclVia", "NCCL_VIAS", "BuildStatus", "BUILD_STATUSES", "EnvOrigin",
            "ENV_ORIGINS", "RecordError",
-           "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "Fingerprint", "BandwidthRow",
+           "Outcome", "CellFields", "ImageRef", "EnvChange", "PeerAccess", "P2pCheck", "Fingerprint", "BandwidthRow",
            "NcclSummary", "RankError", "RankState", "Placement", "Stall", "RawAttempt", "AttemptRecord", "CellRecord",
            "ranges_apart",
            "Control", "layer", "Rescue", "Tried", "Step", "StepJson", "SearchJson",

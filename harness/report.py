@@ -376,6 +376,38 @@ def native_text(record: CellRecord) -> str | None:
                      for r, t in sorted(native.items()))
 
 
+def _answer(value: bool | str | None) -> str:
+    """A check's answer in words: ok, wrong data, no answer in time, or the error that stopped it."""
+    return {True: "ok", False: "WRONG DATA", "timeout": "no answer in time"}.get(value, str(value)) \
+        if value is not None else "not checked"
+
+
+def peer_copy_text(record: CellRecord) -> str | None:
+    """Each ordered GPU pair as rank 0's fingerprint saw it: the driver's claim and a copy-engine copy
+    (`0→1 claimed, copy ok`); None where rank 0 saw fewer than two GPUs."""
+    pairs = record.fingerprint.peer_access
+    if not pairs:
+        return None
+    claims = {True: "claimed", False: "not claimed", None: "claim unknown"}
+    return "; ".join(f"{p.src}→{p.dst} {claims[p.claimed]}"
+                     + (f", copy {_answer(p.verified)}" if p.verified is not None else "") for p in pairs)
+
+
+def p2p_ipc_text(record: CellRecord) -> str | None:
+    """The IPC peer check (workload/p2pipc.py): each ordered pair read by the peer rank's kernel through
+    CUDA IPC, as NCCL's P2P transport does (`GPU 0→1 ok (4 MiB, 1.2 ms)`), or why it did not run; None
+    where it was not asked for (CPU, one rank, older records)."""
+    check = record.p2p_check
+    if check.skipped or check.error:
+        return f"not run: {check.skipped or check.error}"
+    said = [f"GPU {r.src}→{r.dst} (rank {r.owner}'s buffer read by rank {r.reader}) {_answer(r.result)}"
+            + (f", {r.wrong} wrong" if r.wrong else "")
+            + (f" ({size_label(r.bytes)}, {r.seconds * 1e3:.1f} ms)" if r.bytes and r.seconds is not None else "")
+            for r in check.pairs if r.owner is not None and r.reader is not None]
+    said += [f"rank {u.rank} offered no buffer: {u.error}" for u in check.unpublished]
+    return "; ".join(said) or None
+
+
 def origins_text(record: CellRecord) -> str:
     """Each variable the rank saw with where it came from, grouped: variant, inherited, launcher, harness."""
     groups: dict[str, list[str]] = {}
@@ -426,6 +458,8 @@ def _detail(cell_id: str, record: CellRecord, run: RunFacts, row: dict[str, Cell
                         for k, c in record.launcher_changes.items()) or "none" if fp else None),
              ("variables by origin", origins_text(record) if fp else None),
              ("nodes", nodes_text(record)),
+             ("GPU peer copy (driver's claim, copy engine)", peer_copy_text(record)),
+             ("GPU peer read through CUDA IPC (as NCCL's P2P)", p2p_ipc_text(record)),
              ("CPU affinity", _affinity(record)),
              ("attempts", str(record.attempt_count)),
              ("native stacks", native_text(record)),

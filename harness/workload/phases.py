@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import torch
 import torch.distributed as dist
 
-from . import distenv, fingerprint, flight
+from . import distenv, fingerprint, flight, p2pipc
 
 
 class State:
@@ -179,10 +179,26 @@ def check_one(state: State, dtype: torch.dtype, numel: int, modulus: int) -> Dic
     return row
 
 
+def p2p_unused(environ: Dict[str, str]) -> Optional[str]:
+    """Why NCCL uses no P2P in this cell (the variables that turn it off), or None. The IPC check then
+    does not run: on a pair whose P2P hangs, its read would wedge the GPU that the variant exists to spare."""
+    if environ.get("NCCL_P2P_DISABLE", "").strip() not in ("", "0"):
+        return "NCCL_P2P_DISABLE=%s: NCCL does not use P2P in this cell" % environ["NCCL_P2P_DISABLE"]
+    if environ.get("NCCL_P2P_LEVEL", "").strip().upper() in ("LOC", "0"):
+        return "NCCL_P2P_LEVEL=%s: NCCL does not use P2P in this cell" % environ["NCCL_P2P_LEVEL"]
+    return None
+
+
 def run_check(state: State) -> Dict[str, Any]:
-    """Exact all-reduce checks; wrong data is recorded, not raised (it is an outcome)."""
+    """Exact all-reduce checks; wrong data is recorded, not raised (it is an outcome). On GPUs with more
+    than one rank, then the P2P path the way NCCL uses it (p2pipc): recorded, never raised either."""
     checks = [check_one(state, *case) for case in _check_cases(state.world)]
-    return {"checks": checks, "wrong_total": sum(c["wrong"] for c in checks)}
+    out: Dict[str, Any] = {"checks": checks, "wrong_total": sum(c["wrong"] for c in checks)}
+    if state.device == "cuda" and state.world > 1:
+        unused = p2p_unused(dict(os.environ))
+        out["p2p_ipc"] = {"skipped": unused} if unused else fingerprint.safe(
+            lambda: p2pipc.run(state.rank, state.world, state.local_rank))
+    return out
 
 
 # ---------------------------------------------------------------- teardown
