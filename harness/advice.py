@@ -123,7 +123,9 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "resolve to 127.0.1.1 on a multi-node run"),
     Subsystem("the store and rendezvous (torch's TCPStore, torchrun, accelerate launch)",
               _rx(r"TCPStore|rendezvous|DistNetworkError|MASTER_ADDR|MASTER_PORT|main_process_port|\[c10d\]|"
-                  r"address already in use|EADDRINUSE|server socket has failed"),
+                  r"address already in use|EADDRINUSE|server socket has failed|"
+                  # c10d's client socket (socket.cpp) is the store's: "The client socket has failed to connect to"
+                  r"client socket has (failed|timed out)"),
               ("MASTER_ADDR", "MASTER_PORT"),
               "check that MASTER_ADDR resolves and is reachable from every node and that MASTER_PORT is free "
               "and open (a firewall, another job on the port)"),

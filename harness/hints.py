@@ -136,12 +136,13 @@ def _ranks_behind(outcome: Outcome | None, texts: Iterable[str]) -> tuple[int, .
 
 # The CUDA caching allocator's OOM message states what this process held against the GPU's size:
 # torch < 2.1 "(GPU 0; 47.54 GiB total capacity; 194.45 MiB already allocated; 4.88 MiB free; 686.00 MiB
-# reserved in total by PyTorch)", later "GPU 0 has a total capacity of 23.65 GiB of which 3.06 MiB is free.
+# reserved in total by PyTorch)", before torch 1.4 "...; 7.75 MiB free; 542.02 MiB cached)" (cached beside
+# what is allocated, not counting it), later "GPU 0 has a total capacity of 23.65 GiB of which 3.06 MiB is free.
 # ... this process has 1.20 GiB memory in use", or only "Of the allocated memory 29.76 GiB is allocated by
 # PyTorch, and 1.64 GiB is reserved by PyTorch but unallocated". What is neither free nor this process's
 # is another's.
 _SIZE = r"(\d+(?:\.\d+)?) ([KMGT]i?B)"
-_OOM_OLD = re.compile(rf"{_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free; {_SIZE} reserved in total")
+_OOM_OLD = re.compile(rf"{_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free; {_SIZE} (reserved in total|cached)")
 _OOM_NEW = re.compile(rf"total capacity of {_SIZE} of which {_SIZE} is free\.")
 _OOM_MINE = (re.compile(rf"this process has {_SIZE} memory in use"),
              re.compile(rf"Of the allocated memory {_SIZE} is allocated by PyTorch, and {_SIZE} is reserved"))
@@ -158,6 +159,8 @@ def _gpu_memory_elsewhere(texts: Iterable[str]) -> bool | None:
     for t in texts:
         if m := _OOM_OLD.search(t):
             total, free, mine = _bytes(*m.group(1, 2)), _bytes(*m.group(5, 6)), _bytes(*m.group(7, 8))
+            if m.group(9) == "cached":
+                mine += _bytes(*m.group(3, 4))
         elif (m := _OOM_NEW.search(t)) and (own := _OOM_MINE[0].search(t) or _OOM_MINE[1].search(t)):
             total, free = _bytes(*m.group(1, 2)), _bytes(*m.group(3, 4))
             mine = sum(_bytes(*own.group(i, i + 1)) for i in range(1, own.re.groups, 2))

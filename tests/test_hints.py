@@ -715,6 +715,69 @@ CASES = [
     ("nccl-1x", failed("", launcher_tail="# NCCL Tests compiled with NCCL 1.0\n# Using devices"), {
         "NCCL 2": failed("", launcher_tail="# NCCL Tests compiled with NCCL 2.21\n# Using devices"),
     }),
+    ("mpirun-env-local-only", failed("", launcher_tail="$ NCCL_SHM_DISABLE=1 mpirun -H a,b -np 2 ./all_reduce_perf -g 4"), {
+        "exported with -x": failed("", launcher_tail="$ NCCL_SHM_DISABLE=1 mpirun -x NCCL_SHM_DISABLE -H a,b -np 2 ./a"),
+        "torchrun": failed("", launcher_tail="$ NCCL_SHM_DISABLE=1 torchrun --nproc_per_node 2 train.py"),
+    }),
+    ("wildcard-address-advertised", failed("", phase="startup", launcher_tail="INFO Etcd machines: ['http://0.0.0.0:2379']"), {
+        "a routable endpoint": failed("", phase="startup", launcher_tail="INFO Etcd machines: ['http://10.0.0.5:2379']"),
+        "a listener on every interface": failed("", phase="startup", launcher_tail="Serving on http://0.0.0.0:8265"),
+    }),
+    ("mpi-version-skew", failed("", phase="startup", error_class="launcher",
+                                launcher_tail='Error: unknown option "--hnp-topo-sig"'), {
+        "a script's own option": failed("", phase="startup", error_class="launcher",
+                                        launcher_tail='train.py: error: unknown option "--epochs"'),
+    }),
+    ("mpich-given-openmpi-options", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument allow-run-as-root")), {
+        "an unknown option of MPICH's own syntax": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument genvv")),
+    }),
+    ("ibverbs-missing", failed("", launcher_tail="NCCL INFO Failed to open libibverbs.so[.1]\n"
+                                                  "NCCL INFO NET/Socket : Using [0]ib0:10.1.0.2<0>"), {
+        "no IB on the host": failed("", launcher_tail="NCCL INFO Failed to open libibverbs.so[.1]\n"
+                                                      "NCCL INFO NET/Socket : Using [0]eth0:10.1.0.2<0>"),
+    }),
+    ("tcpstore-without-libuv", failed("RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
+                                      phase="init", error_class="launcher"), {
+        "another store error": failed("RuntimeError: The server socket has failed to listen on any local network address.",
+                                      phase="init", error_class="launcher"),
+    }),
+    ("engine-without-cdi", failed("", phase="startup", launcher_tail="Error: stat nvidia.com/gpu=all: no such file or directory"), {
+        "a device path missing": failed("", phase="startup", launcher_tail="Error: stat /dev/nvidia3: no such file or directory"),
+    }),
+    ("cdi-spec-unparsable", failed("", phase="startup", launcher_tail=(
+            'failed to load CDI Spec failed to parse CDI Spec "/etc/cdi/nvidia.yaml": failed to unmarshal CDI Spec: '
+            'error unmarshaling JSON: while decoding JSON: json: unknown field "additionalGids"')), {
+        "an unresolvable device alone": failed("", phase="startup", launcher_tail=(
+            "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0")),
+    }),
+    ("cdi-hook-1-17-0", failed("", phase="startup", launcher_tail="NVIDIA CDI Hook version 1.17.0\ncommit: 5bc0315"), {
+        "the fixed release": failed("", phase="startup", launcher_tail="NVIDIA CDI Hook version 1.17.1\ncommit: 1a2b3c4"),
+    }),
+    ("nvml-library-not-loaded", failed("", phase="startup", launcher_tail="loading NVML\nFailed to start nvml with error:  "
+                                                                           "could not load NVML library"), {
+        "the toolkit's own hook": failed("", phase="startup", launcher_tail=(
+            "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+            "object file: no such file or directory")),
+    }),
+    ("gpu-memory-too-small", failed("RuntimeError: CUDA out of memory. Tried to allocate 450.00 MiB (GPU 0; 10.73 GiB total "
+                                    "capacity; 9.23 GiB already allocated; 7.75 MiB free; 542.02 MiB cached)",
+                                    phase="step", error_class="oom"), {
+        "held by another process": failed("RuntimeError: CUDA out of memory. Tried to allocate 450.00 MiB (GPU 0; 10.73 GiB "
+                                          "total capacity; 1.23 GiB already allocated; 7.75 MiB free; 542.02 MiB cached)",
+                                          phase="step", error_class="oom"),
+        "no figures": failed("torch.OutOfMemoryError: CUDA out of memory.", phase="step", error_class="oom"),
+    }),
+    ("nccl-sysfs-pci-path", warned("graph/xml.cc:332 NCCL WARN Could not find real path of "
+                                   "/sys/class/pci_bus/0000:01/../../0000:01:00.0"), {
+        "another topology error": warned("graph/xml.cc:332 NCCL WARN Could not find NUMA node of /sys/class/pci_bus"),
+    }),
+    ("vllm-ray-node-ip", failed("", launcher_tail="(autoscaler +7s) Error: No available node types can fulfill resource "
+                                                  "request {'node:10.0.0.5': 0.001, 'GPU': 1.0}."), {
+        "GPUs short": failed("", launcher_tail="(autoscaler +7s) Error: No available node types can fulfill resource "
+                                               "request {'GPU': 1.0}."),
+    }),
 ]
 
 

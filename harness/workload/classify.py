@@ -59,6 +59,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"API mismatch: the client has the version|couldn.t communicate with the NVIDIA driver|"
                           # TensorFlow's and XLA's CUDA diagnostics for the same (kernel module against libcuda)
                           r"kernel version [\d.]+ does not match DSO version|"
+                          # modprobe that cannot insert the driver's uvm module; NVML's library not found (the
+                          # driver's user space absent, or not injected into the container)
+                          r"could not (?:insert|find module by name=?) ?.nvidia\w{0,12}_uvm|could not load NVML library|"
                           # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
                           # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
                           # incorrectly set up environment"), and torch's extension builder finding no GPU
@@ -77,7 +80,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
                             r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices|"
                             # a CDI spec naming device nodes the host no longer has (podman, docker 25+)
-                            r"setting up CDI devices|failed to inject (?:CDI )?devices", re.I)),
+                            r"setting up CDI devices|failed to inject (?:CDI )?devices|"
+                            # an engine without CDI taking the name for a path; a spec it cannot parse
+                            r"stat nvidia\.com/gpu=|failed to (?:parse|unmarshal) CDI Spec", re.I)),
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
@@ -142,7 +147,15 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"Temporary failure in name resolution|No address associated)|"
                             # the launcher's own argument to the script, and MPI's start-up (ssh to each
                             # host, its daemons, its TCP transport between them)
-                            r"unrecognized arguments: --local[-_]rank|Could not resolve hostname|"
+                            r"unrecognized arguments: --local[-_]rank|Could not consume arg: --local[-_]rank|"
+                            r"Could not resolve hostname|"
+                            # a launcher's variable read where no launcher set it
+                            r"KeyError: .(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT).|"
+                            r"(?:^|\n) {0,4}.(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE).\n{1,3}During handling|"
+                            # torch's store without libuv (Windows wheels); MPI's launchers of two kinds or
+                            # releases; Ray unable to place vLLM's workers
+                            r"use_libuv was requested|unknown option \"?--(?:hnp|tree-spawn|prtemca|pmixmca)|"
+                            r"\[mpiexec@[^\]\n]{1,200}\] match_arg|No available node types can fulfill resource request|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
                             r"\bbtl_tcp_endpoint\.c:|not enough slots available in the system|"
                             # the store's client socket timing out: the rendezvous, not a collective
