@@ -56,11 +56,12 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("NET/IB (InfiniBand / RoCE verbs)",
               _rx(r"NET/IB\b|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)"),
               ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_IB_DISABLE",
-               "NCCL_BUFFSIZE"),
+               "NCCL_BUFFSIZE", "NCCL_NET_DISABLE_INTRA"),
               "run once with NCCL_IB_DISABLE=1 (sockets instead of IB): if that passes, check the HCA list "
               "(NCCL_IB_HCA), the RoCE GID index (NCCL_IB_GID_INDEX), the rails (NCCL_CROSS_NIC=0 where only NICs "
-              "of one index reach each other) and the links (ibstat); where registering memory fails, the "
-              "memlock limit and an NCCL_BUFFSIZE above its default"),
+              "of one index reach each other) and the links (ibstat); where the failing peer is on the same host, "
+              "NCCL_NET_DISABLE_INTRA=1 keeps traffic inside the node off the NICs; where registering memory "
+              "fails, the memlock limit and an NCCL_BUFFSIZE above its default"),
     Subsystem("GPUDirect RDMA",
               _rx(r"GPU Direct RDMA|GDRDMA|nv_peer_mem|nvidia[-_]peermem|\bgdrwrap\.cc:\d+|dmabuf"),
               ("NCCL_NET_GDR_LEVEL", "NCCL_DMABUF_ENABLE"),

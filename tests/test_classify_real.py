@@ -57,7 +57,12 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      "h6a-firewall-blocked-1", "h6a-slurm-nodelist-parse-1", "h6a-horovod-nic-name-mismatch-1",
                      "h6a-mpi-if-exclude-bug-1", "h6c-cdi-hook-toolkit-regression-1",
                      "h6c-cdi-hook-toolkit-regression-2", "h6b-sighup-nohup-1", "h6b-host-oom-killed-1",
-                     "h6b-old-torch-segfault-1", "h6d-host-oom-killed-1", "h6d-host-oom-killed-2"}
+                     "h6b-old-torch-segfault-1", "h6d-host-oom-killed-1", "h6d-host-oom-killed-2",
+                     # the seventh's: a progress bar, launcher summaries and frames without the error, a bare
+                     # 'Killed' after a progress bar
+                     "h7b-rank0-preprocessing-timeout-1", "h7b-gpu-oom-hidden-by-launcher-1", "h7d-gpu-occupied-1",
+                     "h7d-vgpu-nccl-unsupported-1", "h7d-host-oom-killed-1", "h7d-host-oom-killed-2",
+                     "h7d-host-oom-killed-3"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

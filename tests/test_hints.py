@@ -778,6 +778,55 @@ CASES = [
         "GPUs short": failed("", launcher_tail="(autoscaler +7s) Error: No available node types can fulfill resource "
                                                "request {'GPU': 1.0}."),
     }),
+    ("mpi-libraries-not-found", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "/usr/local/mpi/bin/mpirun: error while loading shared libraries: libopen-orted-mpir.so: cannot open "
+            "shared object file: No such file or directory")), {
+        "the application's own library": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "python: error while loading shared libraries: libpython3.11.so.1.0: cannot open shared object file")),
+    }),
+    ("ompi-without-slurm-pmi", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            'The application appears to have been direct launched using "srun",\nbut OMPI was not built with '
+            "SLURM's PMI support and therefore cannot\nexecute.")), {
+        "srun's own failure": failed("", phase="startup", error_class="launcher",
+                                     launcher_tail="srun: error: Unable to create step for job 42: Invalid generic resource"),
+    }),
+    ("pmix-psec-munge-missing", failed("", phase="startup", launcher_tail=(
+            "A requested component was not found, or was unable to be opened.\n\nHost:      n1\n"
+            "Framework: psec\nComponent: munge")), {
+        "another framework": failed("", phase="startup", launcher_tail=(
+            "A requested component was not found, or was unable to be opened.\n\nHost:      n1\n"
+            "Framework: btl\nComponent: openib")),
+    }),
+    ("ray-node-ip-unroutable", failed("", phase="startup", launcher_tail=(
+            "worker node.py:421 -- Failed to get node info b'RPC error: Deadline Exceeded'\nException: The current "
+            "node timed out during startup")), {
+        "a task's own timeout": failed("", phase="startup", launcher_tail="ray.exceptions.GetTimeoutError: Get timed out")
+    }),
+    ("ofi-plugin-libfabric-version", failed("", launcher_tail=(
+            "NCCL INFO NET/Plugin : dlerror=/opt/amazon/efa/lib/libfabric.so.1: version `FABRIC_1.7' not found "
+            "(required by /x/libnccl-net.so) No plugin found (libnccl-net.so), using internal implementation")), {
+        "no plugin at all": failed("", launcher_tail="NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using "
+                                                     "internal implementation"),
+    }),
+    ("fsdp-mixed-requires-grad", failed("ValueError: `FlatParameter` requires uniform `requires_grad`",
+                                        phase="prepare", error_class="other"), {
+        "another FSDP error": failed("ValueError: Expects tensors to be on the compute device", phase="prepare",
+                                     error_class="other"),
+    }),
+    ("privileged-port", failed("The server socket has failed to listen on any local network address. The server socket "
+                               "has failed to bind to [::]:520 (errno: 13 - Permission denied).", phase="init",
+                               error_class="launcher"), {
+        "a high port in use": failed("The server socket has failed to listen on any local network address. The server "
+                                     "socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+                                     phase="init", error_class="launcher"),
+    }),
+    ("toolkit-no-cgroups", failed("", phase="startup", launcher_tail=(
+            "Failed to initialize NVML: Unknown Error\n$ grep no-cgroups /etc/nvidia-container-runtime/config.toml\n"
+            "no-cgroups = true")), {
+        "cgroups left on": failed("", phase="startup", launcher_tail=(
+            "Failed to initialize NVML: Unknown Error\n$ grep no-cgroups /etc/nvidia-container-runtime/config.toml\n"
+            "#no-cgroups = false")),
+    }),
 ]
 
 

@@ -82,7 +82,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # a CDI spec naming device nodes the host no longer has (podman, docker 25+)
                             r"setting up CDI devices|failed to inject (?:CDI )?devices|"
                             # an engine without CDI taking the name for a path; a spec it cannot parse
-                            r"stat nvidia\.com/gpu=|failed to (?:parse|unmarshal) CDI Spec", re.I)),
+                            r"stat nvidia\.com/gpu=|failed to (?:parse|unmarshal) CDI Spec|"
+                            # MPI's own programs unable to load MPI's libraries (before the import rule below)
+                            r"\b(?:mpirun|mpiexec|orterun|prterun|orted|prted|orte-info)\S{0,40}: error while loading shared "
+                            r"libraries", re.I)),
     # InfiniBand verbs failing (registering memory, creating queue pairs, completions the HCA never got
     # acknowledged) and libfabric/EFA (NCCL's aws-ofi-nccl plugin): NCCL's network transport, even where
     # the verbs say "Cannot allocate memory" (a memlock limit, not an OOM)
@@ -125,7 +128,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"the launch timed out and was terminated|LAUNCH_TIMEOUT|cudaErrorLaunchTimeout|"
                         # an extension built with a CUDA toolkit other than torch's (DeepSpeed, cpp_extension)
                         r"does not match the version torch was compiled with|"
-                        r"mismatches the version that was used to compile", re.I)),
+                        r"mismatches the version that was used to compile|"
+                        # a libcuda without a symbol the runtime needs (an outdated WSL/Docker Desktop library)
+                        r"Error 500: named symbol not found", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
@@ -147,7 +152,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"Temporary failure in name resolution|No address associated)|"
                             # the launcher's own argument to the script, and MPI's start-up (ssh to each
                             # host, its daemons, its TCP transport between them)
-                            r"unrecognized arguments: --local[-_]rank|Could not consume arg: --local[-_]rank|"
+                            r"unrecognized arguments: (?:--|\u2013|\u2014)local[-_]rank|Could not consume arg: --local[-_]rank|"
+                            # c10d's store unable to listen (a port in use, or one below 1024 without root)
+                            r"The server socket has failed to (?:listen|bind)|"
+                            # MPI's start-up: ORTE without its executables, Open MPI without Slurm's PMI; Ray's
+                            # worker that never registered with the head
+                            r"A system-required executable either could not be found|OMPI was not built with SLURM.s PMI|"
+                            r"The current node timed out during startup|Failed to get node info|"
                             r"Could not resolve hostname|"
                             # a launcher's variable read where no launcher set it
                             r"KeyError: .(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT).|"
@@ -178,7 +189,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # its bootstrap without an interface in NCCL_COMM_ID's subnet, its net plugin's index
                         r"No interface found in the same subnet|Could not find NET with id")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
-                        r"no CUDA GPUs|invalid device ordinal|device >= 0 && device < num_gpus|Found no NVIDIA driver|"
+                        r"no CUDA GPUs|invalid device ordinal|Unexpected error from cudaGetDeviceCount|"
+                        r"device >= 0 && device < num_gpus|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
