@@ -15,6 +15,7 @@ from . import bugreport as bugreport_mod
 from . import compare as compare_mod
 from . import publish as publish_mod
 from . import report as report_mod
+from .bisectrun import BisectOptions, bisect
 from .doctor import doctor
 from .engines.dockerclient import DockerClient
 from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessError, InfraError, closest
@@ -24,7 +25,8 @@ from .progress import Progress
 from .selection import Selection, resolve
 from .workload.redact import shown_env
 
-__all__ = ["Selection", "MatrixOptions", "run_matrix", "rescue", "list_cells", "build", "base_image", "report", "compare",
+__all__ = ["Selection", "MatrixOptions", "run_matrix", "rescue", "bisect", "BisectOptions", "list_cells", "build",
+           "base_image", "report", "compare",
            "publish", "doctor", "clean"]
 
 

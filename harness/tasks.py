@@ -212,6 +212,33 @@ def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, gpu_api=None
                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, results=results, run_id=run_id, verbose=verbose, cell=cell)
 
 
+@task(
+    help={"cell": "the cell id, as `invoke list` prints it", "axis": "the axis to walk: accelerate, torch or nccl",
+          "good": "the last release known to work for this cell", "bad": "the first release known not to",
+          "versions": "the releases to walk, comma-separated (default: the index's, through pip on this host)",
+          "matrix": SELECT_HELP["matrix"], "engine": RUN_HELP["engine"], "gpus": RUN_HELP["gpus"],
+          "ranks": RUN_HELP["ranks"], "results": "results folder (default results/)",
+          "bisect_id": "the name the step runs start with (default from the cell, the axis and the ends)",
+          "max_steps": "steps to run before stopping (default 20); the same command goes on from there",
+          "seconds": "time for the whole search in seconds (default 21600); a step under way is finished",
+          "dry_run": "print the releases the search walks, the n/a ones with why, and the worst-case steps; run nothing",
+          "verbose": VERBOSE_HELP},
+)
+def bisect(c, cell, axis, good, bad, versions=None, matrix=None, engine=None, gpus=None, ranks=None, results=None,
+           bisect_id=None, max_steps="20", seconds="21600", dry_run=False, verbose=False):
+    """Find the release of one axis that broke a cell: each step an ordinary supervised run, images and wheels reused."""
+    def run() -> int:
+        commands = _commands()
+        options = commands.MatrixOptions(engine=engine, gpus=gpus, ranks=_number("--ranks", ranks, int, "2"),
+                                         results=_results(results), dry_run=dry_run, verbose=verbose)
+        listed = tuple(v.strip() for v in (versions or "").split(",") if v.strip())
+        return commands.bisect(_selection(matrix, (), ()), options, commands.BisectOptions(
+            cell, axis, good, bad, listed, _number("--max-steps", max_steps, int, "20"),
+            _number("--seconds", seconds, float, "3600"), bisect_id))
+
+    _exit(guarded(run))
+
+
 @task(name="list", iterable=["only", "exclude", "image"], help={**SELECT_HELP, "json": "machine-readable"})
 def list_(c, matrix=None, only=None, exclude=None, image=None, json=False):
     """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""

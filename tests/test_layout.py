@@ -22,8 +22,9 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                          "engines.noderuntime", "engines.slurmjob", "engines.slurm", "engines.collector", "engines",
                          "reaper")),
     ("one attempt, one cell", ("supervise", "outcome", "runner", "schedule")),
-    ("what reads records", ("textmatch", "hintsfile", "hints", "advice", "report", "bugreport", "compare", "publish")),
-    ("the faces", ("pipeline", "doctor", "commands", "tasks", "cli", "__main__")),
+    ("what reads records", ("textmatch", "hintsfile", "hints", "advice", "report", "bugreport", "compare", "publish",
+                            "bisection")),
+    ("the faces", ("pipeline", "bisectrun", "doctor", "commands", "tasks", "cli", "__main__")),
 ]
 STAGE = {module: n for n, (_, modules) in enumerate(STAGES) for module in modules}
 

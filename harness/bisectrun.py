@@ -1,0 +1,197 @@
+"""`invoke bisect CELL --axis A --good V --bad V` (issue 25): find the release of one axis that broke a cell.
+
+Each step is an ordinary run of the matrix pipeline (`invoke matrix`) on a matrix file derived from the cell's
+own: the same variant, launcher, ranks, timeouts and bandwidth settings, the one stack with the axis moved to
+the step's version. So a step builds its image once (or finds it cached: images are named by what is in them,
+wheels are locked), is supervised like any cell, and leaves a run that report, compare and publish read; its
+Rerun line repeats it. The search itself is bisection.py (pure). Nothing is kept apart from the runs but a
+summary: a second `invoke bisect` with the same arguments (after Ctrl-C, or to see the answer again) finds
+each step's record in its run and runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from . import bisection, compat, proc, results
+from .bisection import Plan, Step
+from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, closest
+from .matrix import Cell, Matrix, Stack
+from .pipeline import MatrixOptions
+from .pipeline import run as run_matrix
+from .progress import Progress
+from .record import CellRecord
+from .selection import Selection, resolve
+
+__all__ = ["BisectOptions", "bisect", "released", "derived_matrix"]
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    cell: str
+    axis: str
+    good: str
+    bad: str
+    versions: tuple[str, ...] = ()  # --versions: the releases to walk, instead of the index's list
+    max_steps: int = 20  # steps run (not those found in earlier runs) before the search stops
+    seconds: float = 6 * 3600.0  # the whole search's time; a step under way is finished
+    bisect_id: str | None = None  # the name its runs start with (default from the cell, axis and ends)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def default_id(cell_id: str, axis: str, good: str, bad: str) -> str:
+    return _SAFE.sub("-", f"bisect-{axis}-{good}-{bad}-{cell_id}")[:80]
+
+
+def released(axis: str, stack: Stack, timeout: float = 120.0) -> list[str]:
+    """The axis's releases as pip sees them from this host (`pip index versions`, the index and proxy that
+    the wheel store downloads through)."""
+    _, package = bisection.AXES[axis]
+    if package is None:
+        package = f"nvidia-nccl-cu{stack.cuda.split('.')[0]}" if not stack.is_cpu else None
+    if package is None:
+        raise HarnessError(f"bisect --axis {axis}: a CPU stack has no NCCL to move. Fix: bisect a GPU cell's nccl, "
+                           "or another axis.")
+    args = ["python3", "-m", "pip", "index", "versions", package]
+    if stack.python:
+        args += ["--python-version", stack.python, "--only-binary=:all:"]
+    done = proc.run(args, timeout=timeout)
+    found = re.search(r"Available versions: ([^\n]+)", done.output)
+    if done.returncode != 0 or not found:
+        raise InfraError(f"pip could not list the releases of {package} ({done.output.strip()[-300:]}). Fix: check the "
+                         "index is reachable (pip config list), or give the releases with --versions A,B,C.")
+    return [v.strip() for v in found.group(1).split(",") if v.strip()]
+
+
+def _raw(stack: Stack) -> dict[str, str]:
+    """The stack as one `stacks.include` entry of a matrix file."""
+    raw = {"cuda": stack.cuda, "torch": stack.torch, "accelerate": stack.accelerate,
+           "nccl": "bundled" if stack.nccl_via == "bundled" else f"{stack.nccl_via}:{stack.nccl}"}
+    raw |= {k: v for k, v in (("base", stack.base), ("python", stack.python), ("torch_index", stack.torch_index),
+                              ("template", stack.template)) if v}
+    return raw
+
+
+def derived_matrix(m: Matrix, cell: Cell, stack: Stack) -> dict:
+    """The cell's matrix file with its one stack, variant and launcher: everything else as the file has it."""
+    original = yaml.safe_load(m.path.read_text())
+    return original | {
+        "description": f"bisect step of {cell.id} (from {m.path})",
+        "stacks": {"include": [_raw(stack)]},
+        "variants": [cell.variant.name],
+        "launchers": [cell.launcher],
+        "exclude": [],
+    }
+
+
+def _find(selection: Selection, cell_id: str) -> tuple[Matrix, Cell]:
+    m, cells = resolve(replace(selection, only=(), exclude=()), Progress())
+    by_id = {c.id: c for c in cells}
+    if cell_id not in by_id:
+        guess = closest(cell_id, list(by_id))
+        raise HarnessError(f"bisect {cell_id!r}: no such cell in {m.path}. Fix: "
+                           + (f"did you mean {guess}? " if guess else "")
+                           + f"Give a cell id as `invoke list --matrix {m.path}` prints it.")
+    cell = by_id[cell_id]
+    if cell.stack.is_image:
+        raise HarnessError(f"bisect {cell_id}: an image stack's versions are read from the image, not chosen. Fix: "
+                           "compare two images with `invoke compare --stacks OLD=NEW`, or bisect a built stack.")
+    return m, cell
+
+
+def _recorded(results_dir: Path, run_id: str, cell_id: str) -> CellRecord | None:
+    path = results.cell_dir(results_dir, run_id, cell_id) / "record.json"
+    if not path.is_file():
+        return None
+    return CellRecord.parse(json.loads(path.read_text()))
+
+
+def _outcome(record: CellRecord | None) -> tuple[str, str | None, str]:
+    if record is None or record.outcome is None:
+        return "not run", None, ""
+    o = record.outcome
+    return o.status or "", o.error_class or None, (o.reason or "")[:200]
+
+
+def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> int:
+    progress = Progress(verbose=options.verbose)
+    m, cell = _find(selection, b.cell)
+    if b.axis not in bisection.AXES:
+        raise HarnessError(f"--axis {b.axis!r} is not an axis bisect walks. Fix: one of {', '.join(bisection.AXES)}.")
+    versions = list(b.versions) or released(b.axis, cell.stack)
+    plan = bisection.plan(b.axis, cell.id, b.good, b.bad, versions,
+                          lambda v: compat.why_not(bisection.stack_at(cell.stack, b.axis, v)))
+    ident = results.check_run_id(b.bisect_id or default_id(cell.id, b.axis, b.good, b.bad), "--bisect-id")
+    progress.say(f"bisect {cell.id} on {b.axis}: {len(plan.versions)} releases from good {plan.good} to bad "
+                 f"{plan.bad}, at most {plan.worst_case_steps} steps"
+                 + (f"; n/a: {', '.join(f'{v} ({why})' for v, why in plan.na)}" if plan.na else ""))
+    if options.dry_run:
+        for v in plan.versions:
+            progress.say(f"  {v}" + (f"  n/a: {dict(plan.na)[v]}" if v in dict(plan.na) else ""))
+        return EXIT_OK
+    folder = options.results / ident
+    folder.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, Step] = {}
+    good_end: tuple[str, str | None] = ("", None)
+    bad_end: tuple[str, str | None] = ("", None)
+    started, ran = time.monotonic(), 0
+    while (version := bisection.next_version(plan, steps)) is not None:
+        stack = bisection.stack_at(cell.stack, b.axis, version)
+        step_cell = replace(cell, stack=stack)
+        run_id = results.check_run_id(f"{ident}-{version}"[:100])
+        record = _recorded(options.results, run_id, step_cell.id)
+        if record is None:
+            if ran >= b.max_steps or time.monotonic() - started > b.seconds:
+                progress.say(f"Stopped at the budget ({ran} steps, {time.monotonic() - started:.0f} s); the same "
+                             "command goes on from here.")
+                break
+            path = folder / f"matrix-{version}.yaml"
+            path.write_text(yaml.safe_dump(derived_matrix(m, cell, stack), sort_keys=False))
+            progress.say(f"step {len(steps) + 1}: {b.axis} {version} ({step_cell.id}), run {run_id}")
+            code = run_matrix(Selection(matrix=path, only=(step_cell.id,)),
+                              replace(options, run_id=run_id, resume=True, rescue=False))
+            ran += 1
+            if code == EXIT_INTERRUPTED:
+                progress.say(f"Interrupted: {len(steps)} step(s) done are kept in their runs ({ident}-*); the same "
+                             "`invoke bisect` command goes on from there.")
+                return EXIT_INTERRUPTED
+            record = _recorded(options.results, run_id, step_cell.id)
+        status, klass, reason = _outcome(record)
+        if version == plan.good:
+            good_end = (status, klass)
+        if version == plan.bad:
+            bad_end = (status, klass)
+        if version in (plan.good, plan.bad):
+            verdict, why = bisection.judge_end("good" if version == plan.good else "bad", status, klass)
+        else:
+            verdict, why = bisection.judge(status, klass, good_end[0], bad_end[0], bad_end[1])
+        steps[version] = Step(version, verdict, status, f"{why}; {reason}" if reason else why, run_id)
+        progress.say(f"  {version}: {verdict} ({why})")
+        _save(folder, plan, steps)
+    said = bisection.answer(plan, steps)
+    progress.say(said)
+    if said.startswith("first bad"):
+        lo, hi = bisection.bounds(plan, steps)
+        for label, version in (("last good", plan.versions[lo]), ("first bad", plan.versions[hi])):
+            step_id = replace(cell, stack=bisection.stack_at(cell.stack, b.axis, version)).id
+            progress.say(f"Rerun ({label}): invoke matrix --matrix {folder / f'matrix-{version}.yaml'} --only "
+                         f"'{step_id}' --run-id {steps[version].run_id}")
+    _save(folder, plan, steps, said)
+    if said.startswith("first bad"):
+        return EXIT_OK
+    return EXIT_BAD_INPUT if "nothing to bisect" in said else EXIT_CELLS_FAILED
+
+
+def _save(folder: Path, plan: Plan, steps: dict[str, Step], answer: str | None = None) -> None:
+    """bisect.json beside the derived matrices: the plan, each step with its run, and the answer."""
+    data = {"axis": plan.axis, "cell": plan.cell_id, "versions": list(plan.versions), "na": dict(plan.na),
+            "steps": [s.__dict__ for s in bisection.order_steps(plan, steps.values())], "answer": answer}
+    results.write_json(folder / "bisect.json", data)
