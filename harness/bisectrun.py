@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,7 +61,7 @@ def released(axis: str, stack: Stack, timeout: float = 120.0) -> list[str]:
     if package is None:
         raise HarnessError(f"bisect --axis {axis}: a CPU stack has no NCCL to move. Fix: bisect a GPU cell's nccl, "
                            "or another axis.")
-    args = ["python3", "-m", "pip", "index", "versions", package]
+    args = [sys.executable, "-m", "pip", "index", "versions", package]
     if stack.python:
         args += ["--python-version", stack.python, "--only-binary=:all:"]
     done = proc.run(args, timeout=timeout)
