@@ -109,10 +109,12 @@ def _find(selection: Selection, cell_id: str) -> tuple[Matrix, Cell]:
 
 
 def _recorded(results_dir: Path, run_id: str, cell_id: str) -> CellRecord | None:
+    """The step's record where its run holds one that ended (an interrupted step is run again)."""
     path = results.cell_dir(results_dir, run_id, cell_id) / "record.json"
     if not path.is_file():
         return None
-    return CellRecord.parse(json.loads(path.read_text()))
+    record = CellRecord.parse(json.loads(path.read_text()))
+    return None if record is None or record.status == "interrupted" else record
 
 
 def _outcome(record: CellRecord | None) -> tuple[str, str | None, str]:

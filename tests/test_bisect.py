@@ -6,8 +6,12 @@ interrupted search stopped."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ from harness.pipeline import MatrixOptions
 from harness.selection import Selection
 
 from .conftest import REPO
-from .fakeengine import FakeBuilder, FakeEngine, error
+from .fakeengine import FakeBuilder, FakeEngine, error, stall
 
 RELEASED = ["1.0.0", "0.34.2", "0.34.0", "0.33.0", "0.30.1", "0.30.0", "0.29.0", "0.28.0", "0.27.2", "0.25.0",
             "0.30.0rc1", "0.24.0", "not-a-version"]
@@ -183,6 +187,34 @@ def test_a_stopped_search_goes_on_without_running_its_steps_again(fake, capsys):
     assert run(again) == 0
     assert not set(_started(first)) & set(_started(again))
     assert "first bad: accelerate 0.29.0" in _said(capsys)
+
+
+def test_an_interrupted_search_keeps_its_steps_and_the_same_command_goes_on_from_them(fake, capsys):
+    """SIGTERM (as Ctrl-C; the pipeline takes both alike) while the third step's ranks are stuck: exit 130
+    with how to go on; the same command then runs neither end again, only the interrupted step and the rest."""
+    run, _ = fake
+    third = "0.30.0"  # the middle of the ten releases after both ends
+    stuck = _engine()
+    scripted = stuck.script
+    assert callable(scripted)
+    stuck.script = lambda spec: ({0: stall("step", beating=True), 1: stall("step", beating=True)}
+                                 if _accelerate(spec.cell_id) == Version(third) else scripted(spec))
+
+    def interrupt_the_third_step() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(_accelerate(r.spec.cell_id) == Version(third) for r in stuck.started):
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_the_third_step, daemon=True).start()
+    assert run(stuck) == 130
+    assert "the same `invoke bisect` command goes on from there" in _said(capsys)
+    again = _engine()
+    assert run(again) == 0
+    assert _started(again)[0] == third and {"0.34.2", "0.24.0"}.isdisjoint(_started(again))
+    assert "first bad: accelerate 0.29.0 (last good 0.30.0)" in _said(capsys)
 
 
 def test_a_step_whose_image_does_not_build_is_skipped_and_the_search_goes_around_it(fake, capsys):
