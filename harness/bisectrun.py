@@ -110,7 +110,7 @@ def _find(selection: Selection, cell_id: str) -> tuple[Matrix, Cell]:
 
 def _recorded(results_dir: Path, run_id: str, cell_id: str) -> CellRecord | None:
     """The step's record where its run holds one that ended (an interrupted step is run again)."""
-    path = results.cell_dir(results_dir, run_id, cell_id) / "record.json"
+    path = results_dir / run_id / "cells" / cell_id / "record.json"  # looked at, not made (cell_dir makes it)
     if not path.is_file():
         return None
     record = CellRecord.parse(json.loads(path.read_text()))
@@ -141,7 +141,7 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
             progress.say(f"  {v}" + (f"  n/a: {dict(plan.na)[v]}" if v in dict(plan.na) else ""))
         return EXIT_OK
     folder = options.results / ident
-    folder.mkdir(parents=True, exist_ok=True)
+    results.make_dir(folder)
     steps: dict[str, Step] = {}
     good_end: tuple[str, str | None] = ("", None)
     bad_end: tuple[str, str | None] = ("", None)
@@ -157,7 +157,7 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
                              "command goes on from here.")
                 break
             path = folder / f"matrix-{version}.yaml"
-            path.write_text(yaml.safe_dump(derived_matrix(m, cell, stack), sort_keys=False))
+            results.write_text(path, yaml.safe_dump(derived_matrix(m, cell, stack), sort_keys=False))
             progress.say(f"step {len(steps) + 1}: {b.axis} {version} ({step_cell.id}), run {run_id}")
             code = run_matrix(Selection(matrix=path, only=(step_cell.id,)),
                               replace(options, run_id=run_id, resume=True, rescue=False))
