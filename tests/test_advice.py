@@ -104,9 +104,9 @@ def test_no_advice_beside_a_known_issue_nor_for_a_cell_that_passed():
     assert [m.hint.id for m in hints.match(shm) if not m.generic] and advise(shm) is None
     assert advise(make_record(status="pass")) is None
     # a generic hint (about a wrapper) alone leaves the cell unexplained: the advice is given beside it
-    wrapper = warned("init.cc:1234 NCCL WARN Invalid config blocking attribute value -2147483648")
+    wrapper = warned("enqueue.cc:1234 NCCL WARN ncclInvalidUsage: the call was refused")
     matched = hints.match(wrapper)
-    assert all(m.generic for m in matched)
+    assert matched and all(m.generic for m in matched)
     assert advise(wrapper) is not None
 
 

@@ -827,6 +827,29 @@ CASES = [
             "Failed to initialize NVML: Unknown Error\n$ grep no-cgroups /etc/nvidia-container-runtime/config.toml\n"
             "#no-cgroups = false")),
     }),
+    ("ofi-no-provider", warned("NCCL WARN NET/OFI Only EFA provider is supported"), {
+        "the plugin loaded": warned("NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)"),
+    }),
+    ("custom-allreduce-needs-p2p", failed("", launcher_tail="[TensorRT-LLM][WARNING] Device 2 peer access Device 5 is not "
+                                                            "available."), {
+        "peers reachable": failed("", launcher_tail="[TensorRT-LLM][INFO] Device 2 peer access Device 5 is available."),
+    }),
+    ("launcher-ssh-unreachable", failed("", phase="startup", error_class="launcher",
+                                        launcher_tail="ssh: connect to host 192.168.13.2 port 22: Connection timed out"), {
+        "the rendezvous unreachable": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "The client socket has failed to connect to [node1]:29500 (errno: 110 - Connection timed out).")),
+    }),
+    ("deepspeed-behind-torch", failed("TypeError: DSElasticAgent._set_master_addr_port() takes 3 positional arguments "
+                                      "but 4 were given", phase="startup", error_class="launcher"), {
+        "another TypeError": failed("TypeError: forward() takes 2 positional arguments but 3 were given",
+                                    phase="step", error_class="other"),
+    }),
+    ("device-id-not-a-device", failed('    if device_id is not None and (device_id.index is None or device_id.type == "cpu"):'
+                                      "\nAttributeError: 'device' object has no attribute 'index'",
+                                      phase="init", error_class="other"), {
+        "another AttributeError": failed("AttributeError: 'NoneType' object has no attribute 'index'",
+                                         phase="init", error_class="other"),
+    }),
 ]
 
 

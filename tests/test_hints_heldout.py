@@ -4,13 +4,15 @@ tests/hint_scores.py has the figures, `python3 tests/hint_scores.py` prints them
 The held-out split is kept apart: no thread of it is cited by the training corpus, and no hint cites
 one of its entries. A split is scored blind once, then read, and joins the training corpus: the first
 (46 entries, 27 named, 59%) is ho1-*, the second (92, 45, 49%) h2*-, the third (97, 39, 40%; 9 certain
-hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth (77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-. This is
-the eighth, collected 2026-12-07 by four collectors who did not read the hints, asked for representative
-failures, given the training corpus's cause names to reuse where the cause is the same and, per entry,
-whether its excerpt holds the fact that decides its cause: 71 entries over 53 causes, 41 decidable. Scored
-once on 2026-12-07, after the seventh had joined the training corpus and with no hint changed for it: the
-fix named in 34 (48%), in 26 of the 41 decidable (63%); a certain hint of another cause on 8 (2 of them
-decidable; below), a possible one on 1. The issue's aim is 80% and none; these tests keep what was measured from getting worse."""
+hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth
+(77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-. This is the
+ninth, collected 2026-12-07 (a later session) by collectors who did not read the hints, asked for
+representative failures, given the training corpus's cause names to reuse where the cause is the same and,
+per entry, whether its excerpt holds the fact that decides its cause: 75 entries over 56 causes, 44
+decidable. Scored once on 2026-12-07, after the eighth had joined the training corpus and with no hint
+changed for it: the fix named in 18 (24%), in 14 of the 44 decidable (32%); a certain hint of another cause
+on 13 (10 of them decidable; below), a possible one only on 3; 28 of its 56 causes are in no training entry.
+The issue's aim is 80% and none; these tests keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -43,9 +45,11 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
 
 # The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
 # keep from growing until the split is read and joins the training corpus.
-KNOWN_CERTAIN_WRONG = {"h8a-ib-hca-1", "h8b-torch-version-mismatch-1", "h8c-driver-module-not-loaded-1",
-                       "h8c-stale-container-after-driver-change-1", "h8d-framework-code-regression-1",
-                       "h8d-framework-code-regression-2", "h8d-nccl-version-bug-1", "h8d-nccl-version-too-old-2"}
+KNOWN_CERTAIN_WRONG = {"h9a-nccl-graph-file-preset-1", "h9a-nccl-version-bug-1", "h9b-docker-runtime-not-loaded-1",
+                       "h9b-rootless-cgroups-enabled-1", "h9b-no-cgroups-rootful-1", "h9b-toolkit-cgroupv2-bpf-bug-1",
+                       "h9b-persistence-mode-off-1", "h9b-persistence-mode-off-2", "h9b-gpu-ecc-uncorrectable-1",
+                       "h9b-no-nvidia-gpu-1", "h9c-init-method-port-clash-1", "h9c-mpi-host-slots-1",
+                       "h9c-mpi-host-slots-2"}
 
 
 def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
@@ -56,5 +60,5 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 34 and held.n == 71, held.line()
-    assert held.wrong_possible <= 1, held.line()  # possible only, with the caveat of what was not measured
+    assert held.named >= 18 and held.n == 75, held.line()
+    assert held.wrong_possible <= 3, held.line()  # possible only, with the caveat of what was not measured

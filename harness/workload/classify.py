@@ -71,7 +71,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"(?<!failure ')CUDA driver is a stub|cudaErrorStubLibrary|/stubs/libcuda\.so|"
                           # the driver API's own initialisation, the UVM module, nvidia-docker 1's version check
                           r"failed call to cuInit|cuda driver library init failure|Could not load UVM kernel module|"
-                          r"unsupported CUDA version: driver [\d.]+ < image", re.I)),
+                          r"unsupported CUDA version: driver [\d.]+ < image|"
+                          # the driver's own library absent where a CUDA program runs (a container started
+                          # without the GPU: nvidia-docker#753), the driver's module not loaded (enroot's hook)
+                          r"libcuda\.so[.\d]*: cannot open shared object|shared object file libcuda\.so|"
+                          r"Kernel module nvidia\w* is not loaded", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -83,6 +87,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"setting up CDI devices|failed to inject (?:CDI )?devices|"
                             # an engine without CDI taking the name for a path; a spec it cannot parse
                             r"stat nvidia\.com/gpu=|failed to (?:parse|unmarshal) CDI Spec|"
+                            # a container whose saved device list names nodes the host lacks now (the uvm
+                            # module not loaded after a reboot or a driver change), and the hook's driver
+                            # service killed (GPUs held in exclusive-process mode)
+                            r"error gathering device information while adding custom device|"
+                            r"terminating driver service \(forced\)|"
                             # MPI's own programs unable to load MPI's libraries (before the import rule below)
                             r"\b(?:mpirun|mpiexec|orterun|prterun|orted|prted|orte-info)\S{0,40}: error while loading shared "
                             r"libraries", re.I)),
@@ -160,6 +169,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"A system-required executable either could not be found|OMPI was not built with SLURM.s PMI|"
                             r"The current node timed out during startup|Failed to get node info|"
                             r"Could not resolve hostname|"
+                            # ssh to another host failing (no route, no key, another port): exit 255 is ssh's own
+                            r"\bssh: connect to host \S+ port \d+: |"
+                            r"Command '\[?'?ssh [^\n]{1,200}returned non-zero exit status 255|"
+                            # Open MPI's daemons unable to reach each other over TCP
+                            r"unable to complete a TCP connection\s+to another process|"
+                            # a launcher's port taken; a launcher's variable missing (torch 0.4's THD)
+                            r"port is already (?:in )?used?\b|is not set but it is required for env:// init|"
                             # a launcher's variable read where no launcher set it
                             r"KeyError: .(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT).|"
                             r"(?:^|\n) {0,4}.(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE).\n{1,3}During handling|"
@@ -191,7 +207,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
                         r"no CUDA GPUs|invalid device ordinal|Unexpected error from cudaGetDeviceCount|"
                         r"device >= 0 && device < num_gpus|Found no NVIDIA driver|"
-                        r"Torch not compiled with CUDA|"
+                        r"Torch not compiled with CUDA|\bCUDA failed with error code|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
 ]
