@@ -5,7 +5,11 @@ against the good and the bad one; the next version to try, as git bisect picks i
 still unknown, going around skipped steps); and the answer.
 
 Versions run from the good end to the bad end, whichever is older: "good 0.34.2, bad 0.20.0" asks for the
-oldest release that still works as much as "good 2.25.1, bad 2.26.2" asks for the first that broke.
+oldest release that still works as much as "good 2.25.1, bad 2.26.2" asks for the first that broke. The image
+axis walks the user's own tags in the order given (a tag is not a version: "2026-11" or "prod-3").
+
+A step is judged by its outcome (the default), or with --metric busbw by its bandwidth against the good end's
+(compare's rule: beyond the threshold and beyond the noise the two measured): both ends and the step must pass.
 """
 
 from __future__ import annotations
@@ -18,16 +22,22 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import HarnessError
 from .kinds import STATUSES
-from .matrix import Stack
+from .matrix import Stack, default_base, default_index
 
-__all__ = ["AXES", "Plan", "Step", "Verdict", "answer", "bounds", "judge", "judge_end", "next_version", "plan", "stack_at"]
+__all__ = ["AXES", "LISTED_ONLY", "METRICS", "Plan", "Step", "Verdict", "answer", "bounds", "image_ref", "judge",
+           "judge_busbw", "judge_end", "next_version", "plan", "stack_at"]
 
 # The axes a bisection walks: the stack field it changes, and the package whose releases it lists.
 AXES: dict[str, tuple[str, str | None]] = {
     "accelerate": ("accelerate", "accelerate"),
     "torch": ("torch", "torch"),
     "nccl": ("nccl", None),  # the pip wheel's name depends on the stack's CUDA (compat: nvidia-nccl-cuXX)
+    "cuda": ("cuda", None),  # no package index lists CUDA releases as bases: --versions gives them
+    "image": ("image", None),  # the user's own tags, from --versions, in their order
 }
+# Axes whose releases no package index lists: the user gives them (--versions)
+LISTED_ONLY = frozenset({"cuda", "image"})
+METRICS = ("outcome", "busbw")
 
 Verdict = str  # "good" | "bad" | "skip"
 VERDICTS = ("good", "bad", "skip")
@@ -82,6 +92,8 @@ def plan(axis: str, cell_id: str, good: str, bad: str, released: Iterable[str],
     order from the good end; `why_not(v)` sets aside the ones that cannot exist with the stack."""
     if axis not in AXES:
         raise HarnessError(f"--axis {axis!r} is not an axis bisect walks. Fix: one of {', '.join(AXES)}.")
+    if axis == "image":
+        return _plan_tags(cell_id, good, bad, list(released), why_not)
     g, b = _version(good, "--good"), _version(bad, "--bad")
     if g == b:
         raise HarnessError(f"--good and --bad are the same release ({good}). Fix: give two releases, the last one "
@@ -103,6 +115,22 @@ def plan(axis: str, cell_id: str, good: str, bad: str, released: Iterable[str],
     return Plan(axis, cell_id, tuple(ordered), na)
 
 
+def _plan_tags(cell_id: str, good: str, bad: str, tags: list[str], why_not: Callable[[str], str | None]) -> Plan:
+    """The image axis: the tags from good to bad in the order --versions gives them (either way round)."""
+    if good == bad:
+        raise HarnessError(f"--good and --bad are the same image ({good}). Fix: give the last image known to work and "
+                           "the first known not to.")
+    for flag, end in (("--good", good), ("--bad", bad)):
+        if end not in tags:
+            raise HarnessError(f"{flag} {end!r} is not in --versions ({', '.join(tags) or 'none given'}). Fix: list the "
+                               "images in the order they were made, both ends included: --versions OLD,MIDDLE,...,NEW.")
+    unique = list(dict.fromkeys(tags))
+    i, j = unique.index(good), unique.index(bad)
+    ordered = unique[i:j + 1] if i < j else unique[j:i + 1][::-1]
+    na = tuple((v, reason) for v in ordered[1:-1] if (reason := why_not(v)) is not None)
+    return Plan("image", cell_id, tuple(ordered), na)
+
+
 def judge(step_status: str, step_class: str | None, good_status: str, bad_status: str,
           bad_class: str | None) -> tuple[Verdict, str]:
     """One step's verdict against the two ends, with why. Good when it ends as the good end did; bad when it
@@ -118,6 +146,18 @@ def judge(step_status: str, step_class: str | None, good_status: str, bad_status
         return "skip", f"{step_status}: it could not be run fairly"
     return "skip", (f"{step_status}{f' ({step_class})' if step_class else ''}, neither the good end's "
                     f"{good_status} nor the bad end's {bad_status}{f' ({bad_class})' if bad_class else ''}")
+
+
+def judge_busbw(step_status: str, change: str | None, said: str) -> tuple[Verdict, str]:
+    """A step judged by its bandwidth (--metric busbw): bad when it passed and compare's rule calls its busbw
+    against the good end's a regression, good when it passed without one; a step that did not pass says
+    nothing of a slowdown (skip). `change` is compare's verdict (None: no change beyond the threshold), `said`
+    its line."""
+    if step_status != "pass":
+        return "skip", f"{step_status or 'not run'}: only a passing step's bandwidth is compared"
+    if change == "regression":
+        return "bad", said
+    return "good", said or "busbw within the threshold of the good end's"
 
 
 def judge_end(end: str, status: str, error_class: str | None) -> tuple[Verdict, str]:
@@ -173,12 +213,31 @@ def answer(p: Plan, steps: Mapping[str, Step]) -> str:
 
 
 def stack_at(stack: Stack, axis: str, version: str) -> Stack:
-    """The stack with one axis moved to `version` (the nccl axis pins a pip wheel)."""
+    """The stack with one axis moved to `version` (the nccl axis pins a pip wheel; the cuda axis moves the
+    base image and torch's wheel index where they were the defaults for the old CUDA; the image axis takes
+    another image, a bare tag one of the same repository)."""
     if axis == "nccl":
         return replace(stack, nccl=version, nccl_via="pip")
     if axis == "torch":
         return replace(stack, torch=version)
+    if axis == "cuda":
+        base, index = default_base(stack.cuda), default_index(stack.cuda)
+        return replace(stack, cuda=version, base=default_base(version) if stack.base == base else stack.base,
+                       torch_index=default_index(version) if stack.torch_index == index else stack.torch_index)
+    if axis == "image":
+        return replace(stack, image=image_ref(stack.image, version), base=image_ref(stack.image, version), facts=None)
     return replace(stack, accelerate=version)
+
+
+def image_ref(current: str, version: str) -> str:
+    """A --versions entry as an image: a reference as given, a bare tag ("2026-12") one of the current
+    image's repository."""
+    if any(c in version for c in "/:@"):
+        return version
+    repo = current.split("@", 1)[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    return f"{repo}:{version}"
 
 
 def order_steps(p: Plan, steps: Iterable[Step]) -> Sequence[Step]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from . import bisection, compat, proc, results
+from . import bisection, compare, compat, proc, results
 from .bisection import Plan, Step
 from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, closest
 from .matrix import Cell, Matrix, Stack
@@ -43,19 +43,26 @@ class BisectOptions:
     max_steps: int = 20  # steps run (not those found in earlier runs) before the search stops
     seconds: float = 6 * 3600.0  # the whole search's time; a step under way is finished
     bisect_id: str | None = None  # the name its runs start with (default from the cell, axis and ends)
+    metric: str = "outcome"  # outcome | busbw: what makes a step bad (bisection.METRICS)
+    threshold: float = 0.10  # --metric busbw: the relative drop that counts, beyond the noise (compare's rule)
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def default_id(cell_id: str, axis: str, good: str, bad: str) -> str:
-    return _SAFE.sub("-", f"bisect-{axis}-{good}-{bad}-{cell_id}")[:80]
+def default_id(cell_id: str, axis: str, good: str, bad: str, metric: str = "outcome") -> str:
+    what = axis if metric == "outcome" else f"{axis}-{metric}"
+    return _SAFE.sub("-", f"bisect-{what}-{good}-{bad}-{cell_id}")[:80]
 
 
 def released(axis: str, stack: Stack, timeout: float = 120.0) -> list[str]:
     """The axis's releases as pip sees them from this host (`pip index versions`, the index and proxy that
     the wheel store downloads through)."""
     _, package = bisection.AXES[axis]
+    if axis in bisection.LISTED_ONLY:
+        which = "image tags in the order they were made" if axis == "image" else "CUDA versions (base images)"
+        raise HarnessError(f"bisect --axis {axis}: no package index lists {which}. Fix: give them, both ends "
+                           "included, with --versions A,B,C.")
     if package is None:
         package = f"nvidia-nccl-cu{stack.cuda.split('.')[0]}" if not stack.is_cpu else None
     if package is None:
@@ -74,6 +81,9 @@ def released(axis: str, stack: Stack, timeout: float = 120.0) -> list[str]:
 
 def _raw(stack: Stack) -> dict[str, str]:
     """The stack as one `stacks.include` entry of a matrix file."""
+    if stack.is_image:
+        return {k: v for k, v in (("image", stack.image), ("name", stack.name), ("python", stack.python_path),
+                                  ("accelerate", stack.accelerate)) if v}
     raw = {"cuda": stack.cuda, "torch": stack.torch, "accelerate": stack.accelerate,
            "nccl": "bundled" if stack.nccl_via == "bundled" else f"{stack.nccl_via}:{stack.nccl}"}
     raw |= {k: v for k, v in (("base", stack.base), ("python", stack.python), ("torch_index", stack.torch_index),
@@ -93,7 +103,7 @@ def derived_matrix(m: Matrix, cell: Cell, stack: Stack) -> dict:
     }
 
 
-def _find(selection: Selection, cell_id: str) -> tuple[Matrix, Cell]:
+def _find(selection: Selection, cell_id: str, axis: str) -> tuple[Matrix, Cell]:
     m, cells = resolve(replace(selection, only=(), exclude=()), Progress())
     by_id = {c.id: c for c in cells}
     if cell_id not in by_id:
@@ -102,9 +112,14 @@ def _find(selection: Selection, cell_id: str) -> tuple[Matrix, Cell]:
                            + (f"did you mean {guess}? " if guess else "")
                            + f"Give a cell id as `invoke list --matrix {m.path}` prints it.")
     cell = by_id[cell_id]
-    if cell.stack.is_image:
-        raise HarnessError(f"bisect {cell_id}: an image stack's versions are read from the image, not chosen. Fix: "
-                           "compare two images with `invoke compare --stacks OLD=NEW`, or bisect a built stack.")
+    if cell.stack.is_image and axis != "image":
+        raise HarnessError(f"bisect {cell_id} --axis {axis}: an image stack's versions are read from the image, not "
+                           "chosen. Fix: bisect its images with --axis image --versions OLD,...,NEW (tags in the order "
+                           "they were made), or bisect a built stack.")
+    if axis == "image" and not cell.stack.is_image:
+        raise HarnessError(f"bisect {cell_id} --axis image: this cell's stack is built from versions, not one of your "
+                           "images. Fix: bisect one of its versions (--axis torch, accelerate, nccl or cuda), or give "
+                           "an image stack's cell.")
     return m, cell
 
 
@@ -126,14 +141,21 @@ def _outcome(record: CellRecord | None) -> tuple[str, str | None, str]:
 
 def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> int:
     progress = Progress(verbose=options.verbose)
-    m, cell = _find(selection, b.cell)
     if b.axis not in bisection.AXES:
         raise HarnessError(f"--axis {b.axis!r} is not an axis bisect walks. Fix: one of {', '.join(bisection.AXES)}.")
+    if b.metric not in bisection.METRICS:
+        raise HarnessError(f"--metric {b.metric!r} is not a metric bisect judges by. Fix: one of "
+                           f"{', '.join(bisection.METRICS)} (busbw: a step is bad when its bandwidth regressed).")
+    if not 0 < b.threshold < 1:
+        raise HarnessError(f"--threshold {b.threshold}: the relative drop that counts must lie between 0 and 1. Fix: "
+                           "e.g. --threshold 0.10 for 10%.")
+    m, cell = _find(selection, b.cell, b.axis)
     versions = list(b.versions) or released(b.axis, cell.stack)
     plan = bisection.plan(b.axis, cell.id, b.good, b.bad, versions,
                           lambda v: compat.why_not(bisection.stack_at(cell.stack, b.axis, v)))
-    ident = results.check_run_id(b.bisect_id or default_id(cell.id, b.axis, b.good, b.bad), "--bisect-id")
-    progress.say(f"bisect {cell.id} on {b.axis}: {len(plan.versions)} releases from good {plan.good} to bad "
+    ident = results.check_run_id(b.bisect_id or default_id(cell.id, b.axis, b.good, b.bad, b.metric), "--bisect-id")
+    by = "" if b.metric == "outcome" else f", judged by busbw (a drop beyond {b.threshold:.0%} and the noise)"
+    progress.say(f"bisect {cell.id} on {b.axis}{by}: {len(plan.versions)} releases from good {plan.good} to bad "
                  f"{plan.bad}, at most {plan.worst_case_steps} steps"
                  + (f"; n/a: {', '.join(f'{v} ({why})' for v, why in plan.na)}" if plan.na else ""))
     if options.dry_run:
@@ -145,6 +167,7 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
     steps: dict[str, Step] = {}
     good_end: tuple[str, str | None] = ("", None)
     bad_end: tuple[str, str | None] = ("", None)
+    good_record: CellRecord | None = None
     started, ran = time.monotonic(), 0
     while (version := bisection.next_version(plan, steps)) is not None:
         stack = bisection.stack_at(cell.stack, b.axis, version)
@@ -169,16 +192,20 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
             record = _recorded(options.results, run_id, step_cell.id)
         status, klass, reason = _outcome(record)
         if version == plan.good:
-            good_end = (status, klass)
+            good_end, good_record = (status, klass), record
         if version == plan.bad:
             bad_end = (status, klass)
-        if version in (plan.good, plan.bad):
+        if b.metric == "busbw" and version != plan.good:
+            verdict, why = bisection.judge_busbw(status, *_busbw_change(step_cell.id, good_record, record, b.threshold))
+            if version == plan.bad and verdict != "bad":
+                verdict, why = "skip", f"{why}: the bad end does not hold here (no busbw regression)"
+        elif version in (plan.good, plan.bad):
             verdict, why = bisection.judge_end("good" if version == plan.good else "bad", status, klass)
         else:
             verdict, why = bisection.judge(status, klass, good_end[0], bad_end[0], bad_end[1])
         steps[version] = Step(version, verdict, status, f"{why}; {reason}" if reason else why, run_id)
         progress.say(f"  {version}: {verdict} ({why})")
-        _save(folder, plan, steps)
+        _save(folder, plan, steps, metric=b.metric)
     said = bisection.answer(plan, steps)
     progress.say(said)
     if said.startswith("first bad"):
@@ -187,14 +214,26 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
             step_id = replace(cell, stack=bisection.stack_at(cell.stack, b.axis, version)).id
             progress.say(f"Rerun ({label}): invoke matrix --matrix {folder / f'matrix-{version}.yaml'} --only "
                          f"'{step_id}' --run-id {steps[version].run_id}")
-    _save(folder, plan, steps, said)
+    _save(folder, plan, steps, said, b.metric)
     if said.startswith("first bad"):
         return EXIT_OK
     return EXIT_BAD_INPUT if "nothing to bisect" in said else EXIT_CELLS_FAILED
 
 
-def _save(folder: Path, plan: Plan, steps: dict[str, Step], answer: str | None = None) -> None:
+def _busbw_change(cell_id: str, good: CellRecord | None, step: CellRecord | None,
+                  threshold: float) -> tuple[str | None, str]:
+    """compare's verdict on the step's busbw against the good end's, and its line (no verdict: no change
+    beyond the threshold, or nothing both measured)."""
+    if good is None or step is None:
+        return None, ""
+    change = compare.busbw_change(cell_id, good, step, threshold)
+    if change is None:
+        return None, ""
+    return change.verdict, change.text()
+
+
+def _save(folder: Path, plan: Plan, steps: dict[str, Step], answer: str | None = None, metric: str = "outcome") -> None:
     """bisect.json beside the derived matrices: the plan, each step with its run, and the answer."""
-    data = {"axis": plan.axis, "cell": plan.cell_id, "versions": list(plan.versions), "na": dict(plan.na),
+    data = {"axis": plan.axis, "cell": plan.cell_id, "metric": metric, "versions": list(plan.versions), "na": dict(plan.na),
             "steps": [s.__dict__ for s in bisection.order_steps(plan, steps.values())], "answer": answer}
     results.write_json(folder / "bisect.json", data)

@@ -198,15 +198,20 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
         changed = False
         if a != b:  # outcome changes always count
             line = f"{code(cell_id)}: {a} → {b}" + (f" ({esc(cur.reason or '')})" if b not in GOOD else "")
-            (d.improvements if b in GOOD and a not in GOOD else d.regressions).append(line)
+            worse = not (b in GOOD and a not in GOOD)
+            (d.regressions if worse else d.improvements).append(
+                line + _bisect_item(old.cell, cur.cell, base.facts.matrix_path, "outcome") if worse else line)
             changed = True
         elif a in MEASURED:
             for collective in [c for c in old.collective_rows if c in cur.collective_rows]:  # all-reduce first
                 change = busbw_change(cell_id, old, cur, threshold, base_pools, collective)
                 if change is not None:
                     d.changes.append(change)
+                    text = change.text()
+                    if change.verdict == "regression" and collective == "all_reduce":
+                        text += _bisect_item(old.cell, cur.cell, base.facts.matrix_path, "busbw")
                     {"regression": d.regressions, "improvement": d.improvements,
-                     "within noise": d.within_noise}[change.verdict].append(change.text())
+                     "within noise": d.within_noise}[change.verdict].append(text)
                     changed = changed or change.verdict != "within noise"
         if changed:
             facts = _fingerprint_changes(old, cur)
@@ -218,6 +223,43 @@ def diff(base: RunData, new: RunData, threshold: float = 0.10) -> Diff:
     if driver_a != driver_b:
         d.fingerprint.insert(0, f"host driver: {esc(driver_a or 'none')} → {esc(driver_b or 'none')}")
     return d
+
+
+# The version axes `invoke bisect` walks, as a cell record names them
+BISECT_AXES = ("torch", "accelerate", "nccl", "cuda")
+
+
+def bisect_command(old: CellFields, cur: CellFields, matrix: str | None, metric: str = "outcome") -> str | None:
+    """The `invoke bisect` command that finds which release between two cells broke it: where the two cells'
+    stacks differ in one axis only (or are two images of one stack), None otherwise (several axes moved, a
+    driver upgrade, an NCCL that was not pinned)."""
+    if not old.id:
+        return None
+    tail = (f" --matrix {matrix}" if matrix else "") + (" --metric busbw" if metric == "busbw" else "")
+    if old.image or cur.image:
+        if not (old.image and cur.image) or old.image == cur.image:
+            return None
+        return (f"invoke bisect '{old.id}' --axis image --good {old.image} --bad {cur.image} "
+                f"--versions {old.image},{cur.image}{tail}")
+    moved = [axis for axis in BISECT_AXES if getattr(old, axis) != getattr(cur, axis)]
+    if len(moved) != 1 or old.nccl_via != cur.nccl_via:
+        return None
+    axis = moved[0]
+    before, after = getattr(old, axis), getattr(cur, axis)
+    if not before or not after or (axis == "nccl" and old.nccl_via != "pip") or (axis == "cuda" and "cpu" in (before, after)):
+        return None
+    versions = f" --versions {before},{after}" if axis == "cuda" else ""
+    return f"invoke bisect '{old.id}' --axis {axis} --good {before} --bad {after}{versions}{tail}"
+
+
+def _bisect_item(old: CellFields, cur: CellFields, matrix: str | None, metric: str) -> str:
+    """The bisect command as a sub-item of a regression line ("" where none applies)."""
+    command = bisect_command(old, cur, matrix, metric)
+    if command is None:
+        return ""
+    note = " (list the images made between them in --versions, in order)" if "--axis image" in command else (
+        " (list the CUDA versions between them in --versions)" if "--axis cuda" in command else "")
+    return f"\n  - find the release that broke it: {code(command)}{note}"
 
 
 STACK_FACTS: tuple[tuple[str, str], ...] = (("cuda", "CUDA"), ("torch", "torch"), ("nccl", "NCCL"),

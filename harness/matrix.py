@@ -449,6 +449,17 @@ def _image_stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
                  python_path=python)
 
 
+def default_base(cuda: str) -> str:
+    """The base image of a built stack that names none: the local Debian base on CPU, NVIDIA's runtime image."""
+    return "harness-base:bookworm" if cuda == "cpu" else f"nvidia/cuda:{cuda}-runtime-ubuntu22.04"
+
+
+def default_index(cuda: str) -> str:
+    """torch's wheel index for a stack that names none: the CPU wheels, or the CUDA's (cu124 for 12.4.1)."""
+    return ("https://download.pytorch.org/whl/cpu" if cuda == "cpu"
+            else f"https://download.pytorch.org/whl/{compat.cuda_wheel_tag(cuda)}")
+
+
 def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
     if "image" in raw:
         return _image_stack(raw, loc, ctx)
@@ -468,12 +479,11 @@ def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
             loc, f"`nccl: {plain(raw.get('nccl'))}` is not understood.",
             'use "bundled", "2.21.5" (pip), "pip:2.21.5" or "system:2.21.5".',
         ) from None
-    cpu = raw["cuda"] == "cpu"
-    base = raw.get("base") or ("harness-base:bookworm" if cpu else f"nvidia/cuda:{raw['cuda']}-runtime-ubuntu22.04")
+    base = raw.get("base") or default_base(raw["cuda"])
     python = raw.get("python") or compat.python_of_base(base)
     if not python:
         raise ctx.error(loc, f"the Python of base image `{plain(base)}` is not known.", 'add `python: "3.x"` to that stack.')
-    template = raw.get("template") or ("cpu" if cpu else "cuda")
+    template = raw.get("template") or ("cpu" if raw["cuda"] == "cpu" else "cuda")
     if not _TEMPLATE_RE.match(template) or not template_path(template).is_file():
         have = sorted(p.name.split(".")[0] for p in IMAGES_DIR.glob("*.Dockerfile.j2"))
         raise ctx.error(
@@ -481,9 +491,7 @@ def _stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
             f"template `{plain(template)}` does not exist (no {IMAGES_DIR.name}/{plain(template)}.Dockerfile.j2).",
             f"use one of: {', '.join(have)}, or add that file.",
         )
-    index = raw.get("torch_index") or (
-        "https://download.pytorch.org/whl/cpu" if cpu else f"https://download.pytorch.org/whl/{compat.cuda_wheel_tag(raw['cuda'])}"
-    )
+    index = raw.get("torch_index") or default_index(raw["cuda"])
     return Stack(raw["cuda"], raw["torch"], raw["accelerate"], nccl, via, base, python, index, template)
 
 

@@ -213,9 +213,14 @@ def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, gpu_api=None
 
 
 @task(
-    help={"cell": "the cell id, as `invoke list` prints it", "axis": "the axis to walk: accelerate, torch or nccl",
-          "good": "the last release known to work for this cell", "bad": "the first release known not to",
-          "versions": "the releases to walk, comma-separated (default: the index's, through pip on this host)",
+    help={"cell": "the cell id, as `invoke list` prints it",
+          "axis": "the axis to walk: accelerate, torch, nccl, cuda or image (an image stack's tags)",
+          "good": "the last release (or image tag) known to work for this cell", "bad": "the first one known not to",
+          "versions": "the releases to walk, comma-separated (default: the index's, through pip on this host; "
+                      "cuda and image: required, image tags in the order they were made)",
+          "metric": "what makes a step bad: outcome (default: it ends as the bad end did) or busbw (its bandwidth "
+                    "regressed against the good end's, compare's rule)",
+          "threshold": "--metric busbw: the relative drop that counts, beyond the noise (default 0.10)",
           "matrix": SELECT_HELP["matrix"], "engine": RUN_HELP["engine"], "gpus": RUN_HELP["gpus"],
           "ranks": RUN_HELP["ranks"], "results": "results folder (default results/)",
           "bisect_id": "the name the step runs start with (default from the cell, the axis and the ends)",
@@ -225,7 +230,8 @@ def rescue(c, cell, matrix=None, image=None, json=False, gpus=None, gpu_api=None
           "verbose": VERBOSE_HELP},
 )
 def bisect(c, cell, axis, good, bad, versions=None, matrix=None, engine=None, gpus=None, ranks=None, results=None,
-           bisect_id=None, max_steps="20", seconds="21600", dry_run=False, verbose=False):
+           bisect_id=None, max_steps="20", seconds="21600", metric="outcome", threshold="0.10", dry_run=False,
+           verbose=False):
     """Find the release of one axis that broke a cell: each step an ordinary supervised run, images and wheels reused."""
     def run() -> int:
         commands = _commands()
@@ -234,7 +240,8 @@ def bisect(c, cell, axis, good, bad, versions=None, matrix=None, engine=None, gp
         listed = tuple(v.strip() for v in (versions or "").split(",") if v.strip())
         return commands.bisect(_selection(matrix, (), ()), options, commands.BisectOptions(
             cell, axis, good, bad, listed, _number("--max-steps", max_steps, int, "20"),
-            _number("--seconds", seconds, float, "3600"), bisect_id))
+            _number("--seconds", seconds, float, "21600"), bisect_id, metric,
+            _number("--threshold", threshold, float, "0.10")))
 
     _exit(guarded(run))
 

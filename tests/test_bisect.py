@@ -24,7 +24,7 @@ from harness.pipeline import MatrixOptions
 from harness.selection import Selection
 
 from .conftest import REPO
-from .fakeengine import FakeBuilder, FakeEngine, error, stall
+from .fakeengine import FakeBuilder, FakeEngine, Rank, error, stall
 
 RELEASED = ["1.0.0", "0.34.2", "0.34.0", "0.33.0", "0.30.1", "0.30.0", "0.29.0", "0.28.0", "0.27.2", "0.25.0",
             "0.30.0rc1", "0.24.0", "not-a-version"]
@@ -46,8 +46,39 @@ def test_an_end_the_index_does_not_list_is_walked_all_the_same_and_n_a_ones_are_
     assert p.worst_case_steps == 2 + 3  # the ends, then 4 unknown ones (5 less the n/a): 5 answers, 3 halvings
 
 
+def test_the_image_axis_walks_the_tags_in_the_order_given_either_way_round():
+    tags = ["2026-09", "2026-10", "hotfix", "2026-11", "2026-12"]
+    assert plan("image", "c", "2026-10", "2026-12", tags).versions == ("2026-10", "hotfix", "2026-11", "2026-12")
+    assert plan("image", "c", "2026-12", "2026-10", tags).versions == ("2026-12", "2026-11", "hotfix", "2026-10")
+    with pytest.raises(HarnessError, match=r"--bad '2027-01' is not in --versions .* Fix: list the images"):
+        plan("image", "c", "2026-10", "2027-01", tags)
+
+
+def test_the_cuda_axis_moves_the_default_base_and_wheel_index_with_it_and_keeps_ones_the_stack_named():
+    from harness.matrix import Stack
+    default = Stack("12.4.1", "2.5.1", "1.0.1", base="nvidia/cuda:12.4.1-runtime-ubuntu22.04", python="3.10",
+                    torch_index="https://download.pytorch.org/whl/cu124", template="cuda")
+    moved = bisection.stack_at(default, "cuda", "12.1.1")
+    assert (moved.cuda, moved.base, moved.torch_index) == (
+        "12.1.1", "nvidia/cuda:12.1.1-runtime-ubuntu22.04", "https://download.pytorch.org/whl/cu121")
+    own = bisection.stack_at(Stack("12.4.1", "2.5.1", "1.0.1", base="site/cuda:12.4", python="3.10",
+                                   torch_index="https://mirror/whl", template="cuda"), "cuda", "12.1.1")
+    assert (own.base, own.torch_index) == ("site/cuda:12.4", "https://mirror/whl")
+
+
+@pytest.mark.parametrize("current, version, image", [
+    ("site/train:2026-11", "2026-12", "site/train:2026-12"),
+    ("registry:5000/site/train:2026-11", "b3", "registry:5000/site/train:b3"),
+    ("registry:5000/site/train", "b3", "registry:5000/site/train:b3"),
+    ("site/train@sha256:" + "0" * 64, "2026-12", "site/train:2026-12"),
+    ("site/train:2026-11", "other/image:1", "other/image:1"),  # a reference is taken as given
+])
+def test_a_bare_tag_is_one_of_the_current_images_repository(current, version, image):
+    assert bisection.image_ref(current, version) == image
+
+
 @pytest.mark.parametrize("args, words", [
-    (("cuda", "c", "1", "2"), "--axis 'cuda' is not an axis"),
+    (("python", "c", "1", "2"), "--axis 'python' is not an axis"),
     (("accelerate", "c", "one", "0.2"), "--good 'one' is not a version"),
     (("accelerate", "c", "0.2", "0.2"), "the same release"),
 ])
@@ -73,6 +104,18 @@ def test_a_step_is_bad_only_when_it_fails_as_the_bad_end_did(step, klass, verdic
 
 def test_a_hang_at_the_bad_end_makes_a_hang_bad_whatever_its_class():
     assert judge("hang", None, "pass", "hang", None)[0] == "bad"
+
+
+@pytest.mark.parametrize("status, change, verdict", [
+    ("pass", "regression", "bad"),
+    ("pass", "within noise", "good"),  # beyond the threshold but inside the noise: not counted, as compare says
+    ("pass", "improvement", "good"),
+    ("pass", None, "good"),  # no change beyond the threshold
+    ("fail", "regression", "skip"),  # a step that failed says nothing of a slowdown
+    ("hang", None, "skip"),
+])
+def test_by_busbw_a_step_is_bad_only_when_it_passed_and_compare_calls_it_a_regression(status, change, verdict):
+    assert bisection.judge_busbw(status, change, "busbw -50%")[0] == verdict
 
 
 # ------------------------------------------------------------------- the search
@@ -217,6 +260,32 @@ def test_an_interrupted_search_keeps_its_steps_and_the_same_command_goes_on_from
     assert "first bad: accelerate 0.29.0 (last good 0.30.0)" in _said(capsys)
 
 
+def test_by_busbw_the_first_release_whose_bandwidth_fell_is_found_and_a_failed_step_is_skipped(fake, capsys):
+    """Every step passes; from 0.29.0 down the ranks measure half the bandwidth (-50%, beyond the 30% floor of
+    gloo cells): by outcome nothing broke, by busbw 0.29.0 did. A step that fails (0.28.0) is skip."""
+    run, res = fake
+    slow = FakeEngine(lambda spec: (
+        {0: error("prepare", "import", "ModuleNotFoundError: No module named 'x'")} if _accelerate(spec.cell_id) == Version("0.28.0")
+        else {r: Rank(busbw=5.0 if _accelerate(spec.cell_id) < BOUNDARY else 10.0) for r in (0, 1)}))
+    assert run(slow, metric="busbw") == 0
+    out = _said(capsys)
+    assert "judged by busbw (a drop beyond 10% and the noise)" in out
+    assert "first bad: accelerate 0.29.0 (last good 0.30.0)" in out, out
+    summary = json.loads((res / bisectrun.default_id(CELL, "accelerate", "0.34.2", "0.24.0", "busbw")
+                          / "bisect.json").read_text())
+    by_version = {s["version"]: s for s in summary["steps"]}
+    assert summary["metric"] == "busbw" and by_version["0.29.0"]["status"] == "pass"
+    assert "busbw -50% at 1 MiB" in by_version["0.29.0"]["why"]
+    assert by_version.get("0.28.0", {"verdict": "skip"})["verdict"] == "skip"
+
+
+def test_by_busbw_a_bad_end_that_did_not_slow_down_stops_with_the_fix(fake, capsys):
+    run, _ = fake
+    assert run(FakeEngine(lambda spec: {}), metric="busbw") == 2
+    out = _said(capsys)
+    assert "the bad end does not hold here (no busbw regression)" in out and "Fix: give --bad" in out
+
+
 def test_a_step_whose_image_does_not_build_is_skipped_and_the_search_goes_around_it(fake, capsys):
     run, _ = fake
     assert run(_engine(fail_build=("cpu-torch2.13.0-acc0.29.0",))) == 0
@@ -232,6 +301,22 @@ def test_the_dry_run_lists_the_releases_and_the_worst_case_and_runs_nothing(tmp_
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "7 releases from good 0.34.2 to bad 0.28.0, at most 5 steps" in done.stdout + done.stderr
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--axis", "cuda"], "--axis cuda: no package index lists CUDA versions (base images). Fix: give them"),
+    (["--axis", "image"], "--axis image: this cell's stack is built from versions"),
+    (["--axis", "accelerate", "--metric", "speed"], "--metric 'speed' is not a metric bisect judges by. Fix:"),
+    (["--axis", "accelerate", "--metric", "busbw", "--threshold", "10"], "--threshold 10.0: the relative drop"),
+])
+def test_bad_flags_are_exit_2_naming_the_flag_and_the_fix(tmp_path, flags, words):
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    done = subprocess.run([sys.executable, "-m", "harness", "bisect", CELL, "--good", "0.34.2", "--bad", "0.28.0",
+                           "--matrix", str(tmp_path / "m.yaml"), "--results", str(tmp_path / "res"), "--dry-run",
+                           *flags], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert words in done.stderr, done.stderr
     assert not (tmp_path / "res").exists()
 
 

@@ -4,12 +4,16 @@ wins beyond noise by more than report.MIN_GAIN. Pure: hand-built records through
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness import commands, compare, report, results
+from harness.cellfields import CellFields
 from harness.compare import GLOO_MIN_CHANGE
+from harness.matrix import Cell, Stack
 
-from .bandwidth_records import CPU, CPU_OLD_ACC, GIB, H200, cell_record, row, run_data, save_run
+from .bandwidth_records import CPU, CPU_OLD_ACC, GIB, H200, VARIANTS, cell_record, row, run_data, save_run
 
 MIB = 1 << 20
 DEFAULT_TRIALS = [340.1, 340.5, 340.9, 341.3, 340.6]  # 2x H200, NVLink: busbw at 1 GiB, five trials
@@ -231,3 +235,52 @@ def test_the_report_shows_the_spread_and_the_recommendation():
     assert line.endswith("| default; p2p-nvl within noise (+0.3%) |")
     assert "| 1 GiB | 3153.4 | 340.50 | 340.50 [340.00-341.20] | 0 | 3168.4 | 350.00 |" in text
     assert "Bandwidth: median of 5 trials of 20 all-reduces, [min-max] over the trials" in text
+
+
+# ---------------------------------------------------------------- the bisect line beside a regression
+def _stack_run(name: str, stacks: dict, status: str = "pass", trials: list[float] | None = None,
+               matrix: str | None = "matrix-cpu.yaml") -> results.RunData:
+    records = [cell_record(stack, "default", [row(16 * MIB, trials or [0.80, 0.82, 0.84])],
+                           status=status if stack is stacks["new"] else "pass")
+               for stack in stacks.values()]
+    run = {"run_id": name, "host": {"hostname": "ci", "driver": "580.159.04"}} | ({"matrix": {"path": matrix}} if matrix else {})
+    return results.RunData(results.Path("/results") / name, run, {r.id: r for r in records}, {})
+
+
+def test_a_regression_between_two_releases_of_one_axis_prints_the_bisect_that_finds_which_broke_it():
+    old, new = CPU, CPU_OLD_ACC  # Accelerate 1.15.0 -> 0.34.2, nothing else moved
+    run = _stack_run("R", {"old": old, "new": new}, status="fail")
+    d = compare.diff(compare.of_stack(run, old.id), compare.of_stack(run, new.id))
+    (line,) = d.regressions
+    assert line.startswith("`default`: pass → fail")
+    assert ("find the release that broke it: `invoke bisect 'cpu-torch2.13.0-acc1.15.0+default' --axis accelerate "
+            "--good 1.15.0 --bad 0.34.2 --matrix matrix-cpu.yaml`") in line
+    # a bandwidth regression asks for the same search judged by busbw
+    slow = _stack_run("S", {"old": old, "new": new})
+    slow.records[f"{new.id}+default"] = cell_record(new, "default", [row(16 * MIB, [0.30, 0.31, 0.32])])
+    d = compare.diff(compare.of_stack(slow, old.id), compare.of_stack(slow, new.id))
+    assert len(d.regressions) == 1 and "-62% at 16 MiB" in d.regressions[0]
+    assert "--good 1.15.0 --bad 0.34.2 --matrix matrix-cpu.yaml --metric busbw`" in d.regressions[0]
+    assert "bisect" in compare.render(slow, slow, d, 0.10)
+
+
+def _fields(stack: Stack, **kw) -> CellFields:
+    return CellFields.read(Cell(replace(stack, **kw), VARIANTS["default"], "accelerate").fields())
+
+
+@pytest.mark.parametrize("old, new, command", [
+    (_fields(CPU), _fields(CPU, torch="2.14.0"), "--axis torch --good 2.13.0 --bad 2.14.0"),
+    (_fields(H200, nccl="2.27.7", nccl_via="pip"), _fields(H200, nccl="2.28.3", nccl_via="pip"),
+     "--axis nccl --good 2.27.7 --bad 2.28.3"),
+    (_fields(H200), _fields(H200, cuda="13.1"), "--axis cuda --good 13.0 --bad 13.1 --versions 13.0,13.1"),
+    (_fields(H200, image="site/train:2026-11", name="train"), _fields(H200, image="site/train:2026-12", name="train"),
+     "--axis image --good site/train:2026-11 --bad site/train:2026-12 --versions site/train:2026-11,site/train:2026-12"),
+    # nothing the search can walk: the same stack (a driver upgrade), two axes moved, an NCCL that was not pinned
+    (_fields(CPU), _fields(CPU), None),
+    (_fields(CPU), _fields(CPU, torch="2.14.0", accelerate="1.16.0"), None),
+    (_fields(H200), _fields(H200, nccl="2.28.3", nccl_via="pip"), None),
+])
+def test_the_bisect_command_is_given_only_where_one_axis_moved(old, new, command):
+    got = compare.bisect_command(old, new, None)
+    assert (got is None) if command is None else (got is not None and command in got and got.startswith(
+        f"invoke bisect '{old.id}' "))

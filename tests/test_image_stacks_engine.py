@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import commands, images, userimages
+from harness.bisectrun import BisectOptions, bisect, default_id
 from harness.matrix import load
 from harness.pipeline import MatrixOptions
 from harness.progress import Progress
@@ -144,3 +145,45 @@ def test_an_accelerate_the_stack_pins_is_installed_into_the_thin_layer_with_the_
     result = engine.client.run_once(built.tag, ["/opt/harness/python", "-c", "import accelerate, torch, sys; "
                                     "print(accelerate.__version__, torch.__version__, sys.prefix)"], timeout=120)
     assert (result.exit_code, result.output.split()) == (0, ["1.15.0", "2.13.0+cpu", "/opt/site"]), result.output
+
+
+BISECT = f"""version: 1
+stacks:
+  include:
+    - {{image: "{NOV}", name: train}}
+variants: [default]
+ranks: 2
+timeouts: {{fingerprint: 60, init: 60, prepare: 60, step: 30, check: 30, bandwidth: 60, teardown: 30, cell: 600}}
+bandwidth: {{sizes: ["64K"], iters: 2, warmup: 1, trials: 1}}
+"""
+
+
+@pytest.mark.slow
+def test_a_real_bisect_over_a_sites_image_tags_names_the_first_image_that_broke(engine, site_images, test_images, tmp_path,
+                                                                                 capsys):
+    """Four tags of a site's training image in the order they were made: b2 is November's image again, b3 and b4
+    carry an ENV line its Dockerfile gained (GLOO_SOCKET_IFNAME=nosuch0, an interface no container has), so gloo
+    cannot find its address and the cell fails. Bisection over the tags, each step an ordinary run of the image
+    as a stack, names b3; the tags are given bare and taken as the cell's image's repository."""
+    import docker
+
+    sdk = docker.from_env(timeout=600)
+    repo = NOV.rsplit(":", 1)[0]
+    sdk.images.get(NOV).tag(repo, "b2")
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile").write_text(f'FROM {NOV}\nLABEL {SITE_LABEL}="site"\nENV GLOO_SOCKET_IFNAME=nosuch0\n')
+    engine.client.build(tmp_path / "ctx", f"{repo}:b3", labels={SITE_LABEL: "site"}, buildargs={}, log=tmp_path / "b3.log")
+    sdk.images.get(f"{repo}:b3").tag(repo, "b4")
+    path = tmp_path / "m.yaml"
+    path.write_text(BISECT)
+    options = MatrixOptions(engine="docker", results=tmp_path / "res")
+    walk = BisectOptions("train+default", "image", "2026-11", "b4", ("2026-11", "b2", "b3", "b4"))
+    assert bisect(Selection(path), options, walk) == 0
+    said = capsys.readouterr().err
+    assert "first bad: image b3 (last good b2)" in said, said[-3000:]
+    summary = json.loads((tmp_path / "res" / default_id("train+default", "image", "2026-11", "b4") / "bisect.json").read_text())
+    steps = {s["version"]: s for s in summary["steps"]}
+    assert steps["2026-11"]["status"] == "pass" and steps["b4"]["status"] == "fail", steps
+    assert "Unable to find address for: nosuch0" in steps["b4"]["why"] and steps["b3"]["verdict"] == "bad"
+    record = json.loads((tmp_path / "res" / steps["b3"]["run_id"] / "cells" / "train+default" / "record.json").read_text())
+    assert record["cell"]["image"] == f"{repo}:b3" and record["outcome"]["status"] == "fail"
