@@ -22,7 +22,7 @@ import yaml
 
 from . import bisection, compare, compat, proc, results
 from .bisection import Plan, Step
-from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, closest
+from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, WriteError, closest
 from .matrix import Cell, Matrix, Stack
 from .pipeline import MatrixOptions
 from .pipeline import run as run_matrix
@@ -182,8 +182,18 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
             path = folder / f"matrix-{version}.yaml"
             results.write_text(path, yaml.safe_dump(derived_matrix(m, cell, stack), sort_keys=False))
             progress.say(f"step {len(steps) + 1}: {b.axis} {version} ({step_cell.id}), run {run_id}")
-            code = run_matrix(Selection(matrix=path, only=(step_cell.id,)),
-                              replace(options, run_id=run_id, resume=True, rescue=False))
+            try:
+                code = run_matrix(Selection(matrix=path, only=(step_cell.id,)),
+                                  replace(options, run_id=run_id, resume=True, rescue=False))
+            except WriteError:
+                raise  # the results cannot be written: nothing more can be kept
+            except HarnessError as exc:  # the step stopped before its cell ran (an image that cannot be had)
+                ran += 1
+                problem = " ".join(str(exc).split())[:300]
+                steps[version] = Step(version, "skip", "not run", f"the step could not run: {problem}", run_id)
+                progress.say(f"  {version}: skip (the step could not run: {problem})")
+                _save(folder, plan, steps, metric=b.metric)
+                continue
             ran += 1
             if code == EXIT_INTERRUPTED:
                 progress.say(f"Interrupted: {len(steps)} step(s) done are kept in their runs ({ident}-*); the same "

@@ -161,10 +161,12 @@ bandwidth: {{sizes: ["64K"], iters: 2, warmup: 1, trials: 1}}
 @pytest.mark.slow
 def test_a_real_bisect_over_a_sites_image_tags_names_the_first_image_that_broke(engine, site_images, test_images, tmp_path,
                                                                                  capsys):
-    """Four tags of a site's training image in the order they were made: b2 is November's image again, b3 and b4
-    carry an ENV line its Dockerfile gained (GLOO_SOCKET_IFNAME=nosuch0, an interface no container has), so gloo
-    cannot find its address and the cell fails. Bisection over the tags, each step an ordinary run of the image
-    as a stack, names b3; the tags are given bare and taken as the cell's image's repository."""
+    """Five tags of a site's training image in the order they were made: b2 is November's image again, `gone` was
+    never pulled here (and no registry can be reached: a step that cannot be had offline), b3 and b4 carry an ENV
+    line its Dockerfile gained (GLOO_SOCKET_IFNAME=nosuch0, an interface no container has), so gloo cannot find
+    its address and the cell fails. Bisection over the tags, each step an ordinary run of the image as a stack,
+    skips `gone` (it is the first middle) and goes around it to b2 and b3, and says the boundary is b3 unless it
+    is the skipped tag; the tags are given bare and taken as the cell's image's repository."""
     import docker
 
     sdk = docker.from_env(timeout=600)
@@ -177,13 +179,15 @@ def test_a_real_bisect_over_a_sites_image_tags_names_the_first_image_that_broke(
     path = tmp_path / "m.yaml"
     path.write_text(BISECT)
     options = MatrixOptions(engine="docker", results=tmp_path / "res")
-    walk = BisectOptions("train+default", "image", "2026-11", "b4", ("2026-11", "b2", "b3", "b4"))
+    walk = BisectOptions("train+default", "image", "2026-11", "b4", ("2026-11", "b2", "gone", "b3", "b4"))
     assert bisect(Selection(path), options, walk) == 0
     said = capsys.readouterr().err
-    assert "first bad: image b3 (last good b2)" in said, said[-3000:]
+    assert "first bad: image b3 or one of gone (skipped or n/a); last good b2" in said, said[-3000:]
+    assert "gone: skip (the step could not run: " in said and f"{repo}:gone" in said
     summary = json.loads((tmp_path / "res" / default_id("train+default", "image", "2026-11", "b4") / "bisect.json").read_text())
     steps = {s["version"]: s for s in summary["steps"]}
     assert steps["2026-11"]["status"] == "pass" and steps["b4"]["status"] == "fail", steps
+    assert steps["gone"]["verdict"] == "skip" and steps["b2"]["verdict"] == "good"
     assert "Unable to find address for: nosuch0" in steps["b4"]["why"] and steps["b3"]["verdict"] == "bad"
     record = json.loads((tmp_path / "res" / steps["b3"]["run_id"] / "cells" / "train+default" / "record.json").read_text())
     assert record["cell"]["image"] == f"{repo}:b3" and record["outcome"]["status"] == "fail"
