@@ -220,6 +220,9 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
     progress.say(said)
     if said.startswith("first bad"):
         lo, hi = bisection.bounds(plan, steps)
+        progress.say(f"The smallest change that reproduces it: {b.axis} {plan.versions[lo]} -> {plan.versions[hi]} in "
+                     f"{cell.id}, nothing else moved (variant {cell.variant.name}, launcher {cell.launcher}); the first "
+                     f"bad step's record: {steps[plan.versions[hi]].why}")
         for label, version in (("last good", plan.versions[lo]), ("first bad", plan.versions[hi])):
             step_id = replace(cell, stack=bisection.stack_at(cell.stack, b.axis, version)).id
             progress.say(f"Rerun ({label}): invoke matrix --matrix {folder / f'matrix-{version}.yaml'} --only "

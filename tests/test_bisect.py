@@ -219,6 +219,8 @@ def test_each_step_is_a_supervised_run_and_the_answer_names_the_first_bad_releas
     record = results.load_run(res / run_id).records["cpu-torch2.13.0-acc0.29.0+default"]
     assert record.status == "fail" and record.error_class == "import"  # an ordinary run's record
     assert "Rerun (first bad): invoke matrix --matrix" in out and "--only 'cpu-torch2.13.0-acc0.29.0+default'" in out
+    assert (f"The smallest change that reproduces it: accelerate 0.30.0 -> 0.29.0 in {CELL}, nothing else moved (variant "
+            "default, launcher accelerate); the first bad step's record: fail (import), as the bad end") in out
 
 
 def test_a_stopped_search_goes_on_without_running_its_steps_again(fake, capsys):
