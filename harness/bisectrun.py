@@ -22,13 +22,13 @@ import yaml
 
 from . import bisection, compare, compat, proc, results
 from .bisection import Plan, Step
-from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, WriteError, closest
-from .matrix import Cell, Matrix, Stack
+from .errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, WriteError
+from .matrix import Cell, Matrix, Stack, stack_entry
 from .pipeline import MatrixOptions
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .record import CellRecord
-from .selection import Selection, resolve
+from .selection import Selection, by_id, resolve
 
 __all__ = ["BisectOptions", "bisect", "released", "derived_matrix"]
 
@@ -79,24 +79,12 @@ def released(axis: str, stack: Stack, timeout: float = 120.0) -> list[str]:
     return [v.strip() for v in found.group(1).split(",") if v.strip()]
 
 
-def _raw(stack: Stack) -> dict[str, str]:
-    """The stack as one `stacks.include` entry of a matrix file."""
-    if stack.is_image:
-        return {k: v for k, v in (("image", stack.image), ("name", stack.name), ("python", stack.python_path),
-                                  ("accelerate", stack.accelerate)) if v}
-    raw = {"cuda": stack.cuda, "torch": stack.torch, "accelerate": stack.accelerate,
-           "nccl": "bundled" if stack.nccl_via == "bundled" else f"{stack.nccl_via}:{stack.nccl}"}
-    raw |= {k: v for k, v in (("base", stack.base), ("python", stack.python), ("torch_index", stack.torch_index),
-                              ("template", stack.template)) if v}
-    return raw
-
-
 def derived_matrix(m: Matrix, cell: Cell, stack: Stack) -> dict:
     """The cell's matrix file with its one stack, variant and launcher: everything else as the file has it."""
     original = yaml.safe_load(m.path.read_text())
     return original | {
         "description": f"bisect step of {cell.id} (from {m.path})",
-        "stacks": {"include": [_raw(stack)]},
+        "stacks": {"include": [stack_entry(stack)]},
         "variants": [cell.variant.name],
         "launchers": [cell.launcher],
         "exclude": [],
@@ -105,13 +93,7 @@ def derived_matrix(m: Matrix, cell: Cell, stack: Stack) -> dict:
 
 def _find(selection: Selection, cell_id: str, axis: str) -> tuple[Matrix, Cell]:
     m, cells = resolve(replace(selection, only=(), exclude=()), Progress())
-    by_id = {c.id: c for c in cells}
-    if cell_id not in by_id:
-        guess = closest(cell_id, list(by_id))
-        raise HarnessError(f"bisect {cell_id!r}: no such cell in {m.path}. Fix: "
-                           + (f"did you mean {guess}? " if guess else "")
-                           + f"Give a cell id as `invoke list --matrix {m.path}` prints it.")
-    cell = by_id[cell_id]
+    cell = by_id(m, cells, cell_id, "bisect")
     if cell.stack.is_image and axis != "image":
         raise HarnessError(f"bisect {cell_id} --axis {axis}: an image stack's versions are read from the image, not "
                            "chosen. Fix: bisect its images with --axis image --versions OLD,...,NEW (tags in the order "

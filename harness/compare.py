@@ -65,6 +65,7 @@ class BusbwChange:
     gloo: bool
     floor: float  # the relative change it had to exceed: the threshold, or the gloo floor
     collective: str = "all_reduce"  # the table's column; the other collectives' changes are named
+    pooled: str = "gloo cells of this torch"  # what the base's range pools (invoke fleet: the other nodes)
 
     @property
     def change(self) -> float:
@@ -91,7 +92,7 @@ class BusbwChange:
         if b.range is None or a.range is None:
             which = " and ".join(w for w, m in (("before", b), ("after", a)) if m.range is None)
             return f"{head} (spread unknown {which}: an older record or one trial; the threshold alone decides)"
-        pool = f" pooled over its {b.pool} gloo cells of this torch" if self.gloo and b.pool > 1 else ""
+        pool = f" pooled over its {b.pool} {self.pooled}" if b.pool > 1 else ""
         ranges = f"before{pool} {gbs(b.range[0])}-{gbs(b.range[1])}, after {gbs(a.range[0])}-{gbs(a.range[1])} GB/s"
         return f"{head} ({ranges}: {'ranges apart' if self.apart else 'ranges overlap'})"
 

@@ -449,6 +449,17 @@ def _image_stack(raw: dict[str, str], loc: tuple, ctx: Ctx) -> Stack:
                  python_path=python)
 
 
+def stack_entry(stack: Stack) -> dict[str, str]:
+    """The stack as one `stacks.include` entry of a matrix file (the derived matrices of bisect and fleet)."""
+    if stack.is_image:
+        return {k: v for k, v in (("image", stack.image), ("name", stack.name), ("python", stack.python_path),
+                                  ("accelerate", stack.accelerate)) if v}
+    raw = {"cuda": stack.cuda, "torch": stack.torch, "accelerate": stack.accelerate,
+           "nccl": "bundled" if stack.nccl_via == "bundled" else f"{stack.nccl_via}:{stack.nccl}"}
+    return raw | {k: v for k, v in (("base", stack.base), ("python", stack.python), ("torch_index", stack.torch_index),
+                                    ("template", stack.template)) if v}
+
+
 def default_base(cuda: str) -> str:
     """The base image of a built stack that names none: the local Debian base on CPU, NVIDIA's runtime image."""
     return "harness-base:bookworm" if cuda == "cpu" else f"nvidia/cuda:{cuda}-runtime-ubuntu22.04"

@@ -89,6 +89,18 @@ def resolve(selection: Selection, progress: Progress) -> tuple[Matrix, list[Cell
     return m, override(select(m.cells, only, exclude), images)
 
 
+def by_id(m: Matrix, cells: typing.Sequence[Cell], cell_id: str, what: str) -> Cell:
+    """The cell of that id among the matrix's; HarnessError naming `what` (a command or flag) and the
+    closest id when there is none."""
+    found = {c.id: c for c in cells}
+    if cell_id not in found:
+        guess = closest(cell_id, list(found))
+        raise HarnessError(f"{what} {cell_id!r}: no such cell in {m.path}. Fix: "
+                           + (f"did you mean {guess}? " if guess else "")
+                           + f"Give a cell id as `invoke list --matrix {m.path}` prints it.")
+    return found[cell_id]
+
+
 def parse_image(text: str) -> tuple[str, str]:
     """One --image NAME=REF; a malformed one is a HarnessError naming the flag."""
     name, _, ref = text.partition("=")

@@ -246,6 +246,44 @@ def bisect(c, cell, axis, good, bad, versions=None, matrix=None, engine=None, gp
     _exit(guarded(run))
 
 
+@task(
+    iterable=["slurm_arg"],
+    help={"nodes": "the nodes to test: all (default: every node of the partition) or a Slurm node list (n1,n2 or "
+                   "'n[1-4]'); down and drained ones are reported, not tried",
+          "cell": "the cell to run (default: the matrix's first cell of the default variant)",
+          "matrix": SELECT_HELP["matrix"], "partition": SLURM_HELP["partition"], "account": SLURM_HELP["account"],
+          "time": SLURM_HELP["time"], "slurm_arg": SLURM_HELP["slurm_arg"],
+          "gpus_per_node": "GPU cells: GPUs of each node, one rank on each (sbatch --gpus-per-node)",
+          "node_runtime": SLURM_HELP["node_runtime"],
+          "ranks_per_node": "CPU cells: ranks on each node (default 2; a pair runs twice as many)",
+          "all_pairs": "every pair of nodes (default: every pair up to 4 nodes, else a ring of pairs)",
+          "baseline": "an earlier fleet run's id: each node also against itself there (the canary after its upgrade)",
+          "drain": "run the printed `scontrol update ... State=DRAIN` line of each suspect node",
+          "fleet_id": "the run's id (default fleet-<time>); the same id goes on after Ctrl-C",
+          "threshold": "the relative drop that counts against the fleet, beyond its noise (default 0.10)",
+          "wait": "seconds a job may wait for a busy node before that node is reported (default 600)",
+          "results": "results folder (default results/)", "json": "the fleet's summary as JSON on stdout",
+          "dry_run": "print each node's and pair's batch script and sbatch line; run nothing",
+          "verbose": VERBOSE_HELP},
+)
+def fleet(c, nodes="all", cell=None, matrix=None, partition=None, account=None, time=None, slurm_arg=None,
+          gpus_per_node=None, node_runtime=None, ranks_per_node="2", all_pairs=False, baseline=None, drain=False,
+          fleet_id=None, threshold="0.10", wait="600", results=None, json=False, dry_run=False, verbose=False):
+    """The canonical cell on every node of a partition at once, then between nodes in pairs: outliers and bad links named."""
+    def run() -> int:
+        from .engines.slurm import SlurmOptions
+        from .fleetrun import FleetOptions, fleet_run
+
+        slurm = SlurmOptions(1, partition, account, time, tuple(slurm_arg or ()),
+                             _number("--gpus-per-node", gpus_per_node, int, "8"), node_runtime or "host")
+        options = _commands().MatrixOptions(results=_results(results), dry_run=dry_run, verbose=verbose)
+        return fleet_run(_selection(matrix, (), ()), options, slurm, FleetOptions(
+            nodes, cell, _number("--ranks-per-node", ranks_per_node, int, "2"), all_pairs, baseline, drain, fleet_id,
+            _number("--threshold", threshold, float, "0.10"), _number("--wait", wait, float, "600"), json))
+
+    _exit(guarded(run))
+
+
 @task(name="list", iterable=["only", "exclude", "image"], help={**SELECT_HELP, "json": "machine-readable"})
 def list_(c, matrix=None, only=None, exclude=None, image=None, json=False):
     """Print the expanded cells of the matrix, n/a ones with the reason they cannot exist."""

@@ -2,11 +2,13 @@
 # A real two-node Slurm cluster on one machine, for the slurm engine's multi-node tests and for trying
 # `--engine slurm --nodes 2` without a cluster:
 #
-#   scripts/slurm-cluster.sh up NAME SHARED_DIR   # prints SLURM_CONF=<file>; submit with it in the environment
+#   scripts/slurm-cluster.sh up NAME SHARED_DIR [NODES [BARE]]  # prints SLURM_CONF=<file>; submit with it set
 #   scripts/slurm-cluster.sh down NAME            # removes the containers, the network and the config folder
 #
-# `up` makes three containers on a Docker network of their own (NAME-net): NAME-ctl (munged, slurmctld)
-# and the nodes NAME-n1, NAME-n2 (munged, slurmd), each with its own hostname and network namespace. They
+# `up` makes containers on a Docker network of their own (NAME-net): NAME-ctl (munged, slurmctld) and the
+# nodes NAME-n1 ... NAME-nNODES (NODES: 2 unless given, at most 8; munged, slurmd), each with its own
+# hostname and network namespace. BARE names one node (e.g. n4) started without this host's Python tree, as
+# a node whose software mount is missing: the fleet's tests use it as a node broken for real. They
 # run on the image nccl-harness-slurmnode:<hash>, built offline from the local base image
 # harness-base:bookworm and Debian's slurmd/slurmctld/slurm-client/munge packages taken from this host's
 # apt (the same versions as the host's slurm-wlm 22.05: from /var/cache/apt/archives, else `apt-get
@@ -32,7 +34,8 @@ BASE=harness-base:bookworm
 PYTREE=/root/.pyenv
 PYCACHE="${XDG_CACHE_HOME:-$HOME/.cache}/nccl-harness/pycache"  # harness/engines/host.py's bytecode cache
 
-usage() { say "usage: $0 up NAME SHARED_DIR | down NAME"; exit 2; }
+usage() { say "usage: $0 up NAME SHARED_DIR [NODES [BARE]] | down NAME"; exit 2; }
+node_names() { seq -f 'n%g' 1 "$NODES"; }
 conf_dir() { echo "/tmp/nccl-harness-cluster-$1"; }
 # munge's socket, the same path on this host (a munged of the cluster's own, beside any other) and in
 # every container (slurm.conf's AuthInfo)
@@ -98,17 +101,21 @@ SlurmdPidFile=/var/run/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 $(slurm_conf_timers)
-# NodeAddr: this host resolves no container's name, and its srun (`srun --jobid=J --overlap`, the harness's
+# NodeAddr: this host resolves no container's name, and its srun ("srun --jobid=J --overlap", the harness's
 # forensics on every node) talks to each slurmd directly, as a login node does on a cluster
-NodeName=$1-n1 NodeAddr=$(ip_of "$1-n1" "$1-net") CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
-NodeName=$1-n2 NodeAddr=$(ip_of "$1-n2" "$1-net") CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+$(for n in $(seq 1 "$NODES"); do
+  echo "NodeName=$1-n$n NodeAddr=$(ip_of "$1-n$n" "$1-net") CPUs=$(nproc) RealMemory=1000 State=UNKNOWN"
+done)
 PartitionName=nodes Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 }
 
 start_container() {  # $1 container name, $2 image, $3 network, $4 shared dir, $5 config dir
-  local mounts=(-v "$5:$5:ro" -v "$4:$4" -v "$PYTREE:$PYTREE:ro" -v "$REPO:$REPO:ro")
-  [ -d "$PYCACHE" ] && mounts+=(-v "$PYCACHE:$PYCACHE:ro")  # torch's bytecode, compiled once on the host
+  local mounts=(-v "$5:$5:ro" -v "$4:$4" -v "$REPO:$REPO:ro")
+  if [ "$1" != "$NAME-$BARE" ]; then  # BARE: a node without the Python tree (its mount missing)
+    mounts+=(-v "$PYTREE:$PYTREE:ro")
+    [ -d "$PYCACHE" ] && mounts+=(-v "$PYCACHE:$PYCACHE:ro")  # torch's bytecode, compiled once on the host
+  fi
   docker run -d --name "$1" --hostname "$1" --network "$3" --label "$LABEL=${1%-*}" \
     -e SLURM_CONF="$5/slurm.conf" "${mounts[@]}" \
     --init "$2" sleep infinity >/dev/null
@@ -129,7 +136,7 @@ wait_idle() {  # $1 SLURM_CONF
   local state
   for _ in $(seq 1 60); do
     state=$(SLURM_CONF=$1 sinfo -h -o '%T %D' 2>/dev/null || true)
-    [ "$state" = "idle 2" ] && return 0
+    [ "$state" = "idle $NODES" ] && return 0
     sleep 1
   done
   echo "the nodes are '${state:-not listed}' after 60 s"
@@ -148,15 +155,15 @@ up() {
   say "node image $image"
   trap 'down "$name"' EXIT  # a failure on the way up leaves nothing behind
   docker network create --label "$LABEL=$name" "$name-net" >/dev/null
-  for c in ctl n1 n2; do start_container "$name-$c" "$image" "$name-net" "$shared" "$conf"; done
+  for c in ctl $(node_names); do start_container "$name-$c" "$image" "$name-net" "$shared" "$conf"; done
   ctl_ip=$(ip_of "$name-ctl" "$name-net")
   write_conf "$name" "$ctl_ip" "$conf/slurm.conf"
-  for c in "" ctl n1 n2; do start_munged "${c:+$name-$c}"; done
+  for c in "" ctl $(node_names); do start_munged "${c:+$name-$c}"; done
   docker exec "$name-ctl" slurmctld
-  for c in n1 n2; do docker exec "$name-$c" slurmd -N "$name-$c"; done
+  for c in $(node_names); do docker exec "$name-$c" slurmd -N "$name-$c"; done
   if ! out=$(wait_idle "$conf/slurm.conf"); then
     say "$out; the daemons' logs:"
-    for c in ctl n1 n2; do docker exec "$name-$c" sh -c 'tail -n 15 /var/log/slurm/*.log' 2>&1 | sed "s/^/[$TAG]   | $c: /" >&2; done
+    for c in ctl $(node_names); do docker exec "$name-$c" sh -c 'tail -n 15 /var/log/slurm/*.log' 2>&1 | sed "s/^/[$TAG]   | $c: /" >&2; done
     exit 4
   fi
   trap - EXIT
@@ -175,7 +182,9 @@ down() {
 
 [ "$(id -u)" = 0 ] || { say "needs root (Docker, the munge key)"; exit 4; }
 case "${1:-}" in
-  up) NAME=${2:-}; [ $# = 3 ] || usage; [[ $2 =~ ^[a-z0-9][a-z0-9-]{0,30}$ ]] || usage; : >"$LOG"; up "$2" "$3" ;;
+  up) NAME=${2:-}; NODES=${4:-2}; BARE=${5:-}; [ $# -ge 3 ] && [ $# -le 5 ] || usage
+      [[ $2 =~ ^[a-z0-9][a-z0-9-]{0,30}$ ]] && [[ $NODES =~ ^[2-8]$ ]] && [[ -z $BARE || $BARE =~ ^n[1-8]$ ]] || usage
+      : >"$LOG"; up "$2" "$3" ;;
   down) [ $# = 2 ] || usage; down "$2" ;;
   *) usage ;;
 esac

@@ -110,12 +110,12 @@ def slurm_cluster() -> None:
 
 
 class SlurmNodes:
-    """A two-node Slurm in containers (scripts/slurm-cluster.sh): its name, nodes, the SLURM_CONF that
-    reaches it from this host, and the folder every node sees at the same path."""
+    """A Slurm of two nodes or more in containers (scripts/slurm-cluster.sh): its name, nodes, the SLURM_CONF
+    that reaches it from this host, and the folder every node sees at the same path."""
 
-    def __init__(self, name: str, conf: str, shared: Path) -> None:
+    def __init__(self, name: str, conf: str, shared: Path, count: int = 2) -> None:
         self.name, self.conf, self.shared = name, conf, shared
-        self.nodes = (f"{name}-n1", f"{name}-n2")
+        self.nodes = tuple(f"{name}-n{i}" for i in range(1, count + 1))
 
     @property
     def env(self) -> dict[str, str]:
@@ -138,10 +138,8 @@ class SlurmNodes:
         subprocess.run(["docker", "exec", node, "sh", "-c", f"kill -{sig} {pid}"], check=True, timeout=60)
 
 
-@pytest.fixture(scope="session")
-def slurm_nodes(base_image, tmp_path_factory):
-    """scripts/slurm-cluster.sh's two-node Slurm, started once per session under a unique name and
-    removed afterwards; its nodes share a folder of this session at the same path."""
+def _cluster(tmp_path_factory, *extra: str):
+    """scripts/slurm-cluster.sh up under a unique name (`extra`: its node count and bare node), or fail."""
     import subprocess
     import uuid
 
@@ -149,13 +147,39 @@ def slurm_nodes(base_image, tmp_path_factory):
         _unavailable("scripts/slurm-cluster.sh needs root (Docker, munged)")
     name = f"hx{uuid.uuid4().hex[:8]}"
     shared = tmp_path_factory.mktemp("cluster-shared")
-    up = subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "up", name, str(shared)],
+    up = subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "up", name, str(shared), *extra],
                         capture_output=True, text=True, timeout=900)
     conf = [line.split("=", 1)[1] for line in up.stdout.splitlines() if line.startswith("SLURM_CONF=")]
     if up.returncode != 0 or not conf:
-        _unavailable(f"scripts/slurm-cluster.sh up could not start two Slurm nodes (exit {up.returncode}): "
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "down", name], timeout=300)
+        _unavailable(f"scripts/slurm-cluster.sh up could not start the Slurm nodes (exit {up.returncode}): "
                      f"{up.stderr[-1500:]}")
-    cluster = SlurmNodes(name, conf[0], shared)
+    return SlurmNodes(name, conf[0], shared, int(extra[0]) if extra else 2)
+
+
+@pytest.fixture(scope="session")
+def slurm_fleet(base_image, tmp_path_factory):
+    """A four-node Slurm (scripts/slurm-cluster.sh up NAME DIR 4 n4) whose fourth node has no Python tree (its
+    software mount missing: a node broken for real), for `invoke fleet`; removed afterwards."""
+    import subprocess
+
+    cluster = _cluster(tmp_path_factory, "4", "n4")
+    try:
+        yield cluster
+        left = subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout
+        assert not left.strip(), f"the tests left jobs in the cluster's squeue: {left}"
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm-cluster.sh"), "down", cluster.name], timeout=300)
+
+
+@pytest.fixture(scope="session")
+def slurm_nodes(base_image, tmp_path_factory):
+    """scripts/slurm-cluster.sh's two-node Slurm, started once per session under a unique name and
+    removed afterwards; its nodes share a folder of this session at the same path."""
+    import subprocess
+
+    cluster = _cluster(tmp_path_factory)
+    name = cluster.name
     try:
         yield cluster
         left = subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout

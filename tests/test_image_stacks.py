@@ -195,7 +195,10 @@ def test_compare_puts_two_stacks_side_by_side_and_names_what_differs_inside(writ
     a, b = compare.of_stack(run, "nov"), compare.of_stack(run, "dec")
     assert list(a.records) == list(b.records) == ["default"]
     d = compare.diff(a, b)
-    assert d.regressions == ["`default`: pass → fail (ok)"]
+    assert d.regressions == ["`default`: pass → fail (ok)\n  - find the release that broke it: `invoke bisect 'nov+default' "
+                             "--axis image --good site/train:2026-11 --bad site/train:2026-12 --versions "
+                             "site/train:2026-11,site/train:2026-12` (list the images made between them in --versions, "
+                             "in order)"]
     assert d.images == ["site/train:2026-11 (abababababab) → site/train:2026-12 (cdcdcdcdcdcd): Accelerate 1.15.0 → 0.34.2"]
     text = compare.render(a, b, d, 0.1, ("nov", "dec"))
     assert text.startswith("# Compare `run1` stack `nov` → `run1` stack `dec`")

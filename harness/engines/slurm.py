@@ -49,6 +49,7 @@ from .slurmjob import (
     JOB_PREFIX,
     NEVER_STARTS,
     PENDING_LIMIT_S,
+    PLACED_NEVER_STARTS,
     STATE_POLL_S,
     SlurmRunning,
     batch_script,
@@ -143,6 +144,14 @@ class SlurmOptions:
     gpus_per_node: int | None = None  # GPU cells: Slurm gives each node G GPUs, one rank on each
     runtime: str = "host"  # --node-runtime: what the ranks run in on the nodes (noderuntime.RUNTIMES)
     jobs: int = 1  # --jobs: cells running at the same time, each its own job (pipeline._Lane)
+    # `invoke fleet`: the nodes a cell's job must run on, by its variant (fleet.variant_of: node-<n>, pair-<a>-<b>;
+    # a variant survives the nodes' own stack replacing the matrix's) (sbatch --nodelist, --nodes their count),
+    # the ranks each node starts there (CPU cells; GPU cells start --gpus-per-node), the nodes of the fleet
+    # (the shared-folder probe asks each of them), and how long a job may wait for busy nodes
+    placement: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    ranks_per_node: int | None = None
+    nodelist: tuple[str, ...] = ()
+    pending_s: float = PENDING_LIMIT_S
 
     def check(self) -> SlurmOptions:
         if self.nodes < 1:
@@ -177,9 +186,17 @@ class SlurmOptions:
         runtime = [f"--node-runtime={self.runtime}"] if self.runtime != "host" else []
         return [f"{k}={v}" for k, v in named if v is not None] + runtime + [f"--slurm-arg={a}" for a in self.extra]
 
-    def sbatch_args(self) -> list[str]:
-        """The allocation: `nodes` nodes with one launcher task each, and the user's choices."""
-        args = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
+    def placed(self, cell_id: str) -> tuple[str, ...]:
+        """The nodes `invoke fleet` placed this cell on (by the variant in its id); () where Slurm chooses."""
+        parts = cell_id.split("+")
+        return dict(self.placement).get(parts[1], ()) if len(parts) > 1 else ()
+
+    def sbatch_args(self, nodes: tuple[str, ...] = ()) -> list[str]:
+        """The allocation: `nodes` nodes with one launcher task each (those nodes by name where given), and
+        the user's choices."""
+        args = [f"--nodes={len(nodes) or self.nodes}", "--ntasks-per-node=1"]
+        if nodes:
+            args.append(f"--nodelist={','.join(nodes)}")
         args += [f"--{k}={v}" for k, v in (("gpus-per-node", self.gpus_per_node), ("partition", self.partition),
                                            ("account", self.account), ("time", self.time)) if v is not None]
         # Cells running at the same time (--jobs N > 1) must not share a node: each measures its own
@@ -305,7 +322,10 @@ class SlurmEngine:
 
     def launch(self, cell: Cell, m: Matrix, *, ranks: int, out: Path, extra_args: tuple[str, ...] = (),
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
-        nodes = self.options.nodes
+        placed = self.options.placed(cell.id)
+        nodes = len(placed) or self.options.nodes
+        if placed and self.options.ranks_per_node and (cell.stack.is_cpu or not self.options.gpus_per_node):
+            ranks = nodes * self.options.ranks_per_node
         if self.options.gpus_per_node and not cell.stack.is_cpu:
             ranks = nodes * self.options.gpus_per_node  # one rank per GPU Slurm gives each node (its CUDA_VISIBLE_DEVICES)
         if ranks % nodes:
@@ -324,12 +344,13 @@ class SlurmEngine:
                                       out=out_dir, extra_args=extra_args, inherited_env=inherited_env)
 
     def sbatch_argv(self, spec: CellSpec, script: Path) -> list[str]:
-        return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / LAUNCHER_LOG, spec.out_dir, script)
+        return self._sbatch(job_name(spec.run_id, spec.cell_id), spec.out_dir / LAUNCHER_LOG, spec.out_dir, script,
+                            self.options.placed(spec.cell_id))
 
-    def _sbatch(self, name: str, output: Path, chdir: Path, script: Path) -> list[str]:
+    def _sbatch(self, name: str, output: Path, chdir: Path, script: Path, nodes: tuple[str, ...] = ()) -> list[str]:
         """A job of this harness (its owner in the comment, for the reaper) on the user's allocation."""
         return ["sbatch", "--parsable", f"--job-name={name}", f"--comment={owner.current().marker}",
-                f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(), str(script)]
+                f"--output={output}", f"--chdir={chdir}", *self.options.sbatch_args(nodes), str(script)]
 
     def _submit(self, argv: list[str], log: Path, env: dict[str, str] | None = None, out: Path | None = None,
                 remove: str | None = None) -> SlurmRunning:
@@ -355,10 +376,10 @@ class SlurmEngine:
         results.write_text(script, "\n".join(["#!/bin/bash", "# written by nccl-harness: does every node see the "
                                               "results folder at this path (and what does its runtime say)?",
                                               f"exec srun --ntasks-per-node=1 bash -c {shlex.quote(write)}", ""]))
-        running = self._submit(self._sbatch(job_name(folder.name, "node-probe"), Path(os.devnull), Path("/"), script),
-                               Path(os.devnull))
+        running = self._submit(self._sbatch(job_name(folder.name, "node-probe"), Path(os.devnull), Path("/"), script,
+                                            self.options.nodelist), Path(os.devnull))
         try:
-            started(running)
+            started(running, self.options.pending_s)
             deadline = time.monotonic() + PROBE_S
             while running.poll() is None and time.monotonic() < deadline:
                 time.sleep(STATE_POLL_S)
@@ -367,7 +388,8 @@ class SlurmEngine:
         seen = {p.name: _probe_text(p) for p in sorted(probe.iterdir())
                 if p.name != script.name and not p.name.endswith(".part")}
         shutil.rmtree(probe, ignore_errors=True)
-        return Probe(running.job_id, (running.state or {}).get("NodeList", "?"), self.options.nodes, seen)
+        return Probe(running.job_id, (running.state or {}).get("NodeList", "?"),
+                     len(self.options.nodelist) or self.options.nodes, seen)
 
     def check_results(self, run: Path, progress: Progress) -> None:
         """Every node of an allocation like the cells' writes its name into the run folder, through srun,
@@ -429,7 +451,8 @@ class SlurmEngine:
                                spec.out_dir, remove_line(self.options.runtime, spec) if contained else None)
         job_id = running.job_id
         try:
-            started(running)  # the stall clocks start when the ranks can: not while the job waits for nodes
+            never = PLACED_NEVER_STARTS if self.options.placed(spec.cell_id) else NEVER_STARTS
+            started(running, self.options.pending_s, never)  # the stall clocks start when the ranks can
             yield running
         finally:
             kill_surely(running.kill)

@@ -30,6 +30,10 @@ NEVER_STARTS = ("PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "Pa
                 "BadConstraints", "InvalidAccount", "InvalidQOS", "NodeDown", "DependencyNeverSatisfied",
                 "JobHeldAdmin", "JobHeldUser", "AssocMax", "AssocGrp", "QOSMax", "QOSGrp")
 PENDING_LIMIT_S = 900.0
+# A job placed on named nodes (sbatch --nodelist: invoke fleet) pends with ReqNodeNotAvail while one of them is
+# still busy or completing the job before (seen on the container cluster: a pair's job right after its nodes'
+# own ended, "ReqNodeNotAvail,_UnavailableNodes:n3"): for those it is waited for, --wait at most.
+PLACED_NEVER_STARTS = tuple(r for r in NEVER_STARTS if r != "ReqNodeNotAvail")
 STATE_POLL_S = 1.0  # scontrol at most once a second; the supervisor polls every 0.1 s
 CANCEL_WAIT_S = 60.0
 
@@ -235,8 +239,8 @@ class SlurmRunning:
         return jobs + self.here.leftovers()
 
 
-def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
-    """Wait while the job is pending; a job that cannot start (NEVER_STARTS), or is still pending after
+def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S, never: tuple[str, ...] = NEVER_STARTS) -> None:
+    """Wait while the job is pending; a job that cannot start (`never`'s reasons), or is still pending after
     `limit_s`, is an InfraError with Slurm's reason, never a hang."""
     deadline = time.monotonic() + limit_s
     while not running.stop.is_set():  # interrupted while pending: poll() says so to the supervisor
@@ -244,8 +248,8 @@ def started(running: SlurmRunning, limit_s: float = PENDING_LIMIT_S) -> None:
         state, reason = job.get("JobState", ""), job.get("Reason", "")
         if state != "PENDING":
             return
-        if reason.startswith(NEVER_STARTS) or time.monotonic() > deadline:
-            why = "cannot start as asked" if reason.startswith(NEVER_STARTS) else f"was still pending after {limit_s:.0f} s"
+        if reason.startswith(never) or time.monotonic() > deadline:
+            why = "cannot start as asked" if reason.startswith(never) else f"was still pending after {limit_s:.0f} s"
             raise InfraError(f"Slurm job {running.job_id} {why}: pending, reason {reason} (squeue(1), JOB REASON "
                              "CODES). Fix: ask for what the partition has (`sinfo -N -l`; --nodes, --partition, "
                              "--time, --account), or wait until the cluster has room.")

@@ -1,0 +1,137 @@
+"""`invoke fleet` on a real Slurm of four nodes in containers (scripts/slurm-cluster.sh up NAME DIR 4 n4): a
+healthy fleet run twice flags nothing; a node held to a fraction of a CPU for real (`docker update --cpus` on
+its container) is the outlier, with its drain line, and the pairs with it are explained by it, not called
+links; a node without the Python tree (its software mount missing) fails, and `--drain` drains it; the fleet's
+records are an ordinary run that report and compare read; Ctrl-C leaves no job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, SlurmNodes
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+MATRIX = """version: 1
+stacks:
+  include:
+    - {cuda: cpu, torch: "2.13.0", accelerate: "1.15.0"}
+variants: [default]
+timeouts: {fingerprint: 120, init: 120, prepare: 120, step: 60, check: 60, bandwidth: 120, teardown: 60, cell: 900}
+bandwidth: {sizes: ["64K", "4M"], iters: 10, warmup: 2, trials: 5}
+"""
+
+
+def fleet(cluster: SlurmNodes, tmp_path: Path, *flags: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    matrix = tmp_path / "fleet.yaml"
+    matrix.write_text(MATRIX)
+    return subprocess.run([sys.executable, "-m", "harness", "fleet", "--matrix", str(matrix), "--results",
+                           str(cluster.shared / "results"), *flags], cwd=REPO, env=cluster.env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def summary(cluster: SlurmNodes, fleet_id: str) -> dict:
+    return json.loads((cluster.shared / "results" / fleet_id / "fleet" / "fleet.json").read_text())
+
+
+def squeue(cluster: SlurmNodes) -> str:
+    return subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def test_a_healthy_fleet_run_twice_flags_nothing_and_its_records_are_an_ordinary_run(slurm_fleet, tmp_path):
+    healthy = ",".join(slurm_fleet.nodes[:3])
+    for run in ("healthy-1", "healthy-2"):
+        done = fleet(slurm_fleet, tmp_path, "--nodes", healthy, "--fleet-id", run)
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+        assert "No suspect" in done.stdout
+        data = summary(slurm_fleet, run)
+        assert [n["status"] for n in data["nodes"]] == ["pass"] * 3 and len(data["pairs"]) == 3
+        assert all(p["status"] == "pass" for p in data["pairs"]) and data["suspects"] == [] and data["drain"] == []
+    report = subprocess.run([sys.executable, "-m", "harness", "report", "healthy-2", "--results",
+                             str(slurm_fleet.shared / "results")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and f"node-{slurm_fleet.nodes[0]}" in report.stdout
+    compare = subprocess.run([sys.executable, "-m", "harness", "compare", "healthy-1", "healthy-2", "--results",
+                              str(slurm_fleet.shared / "results")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "cell(s) unchanged" in compare.stdout, compare.stdout + compare.stderr
+    assert not squeue(slurm_fleet)
+
+
+def test_a_node_held_to_a_fraction_of_a_cpu_is_the_outlier_and_its_pairs_are_explained_by_it(slurm_fleet, tmp_path):
+    slow = slurm_fleet.nodes[2]
+    subprocess.run(["docker", "update", "--cpus", "0.3", slow], check=True, capture_output=True, timeout=60)
+    try:
+        done = fleet(slurm_fleet, tmp_path, "--nodes", ",".join(slurm_fleet.nodes[:3]), "--fleet-id", "slow")
+    finally:
+        # `--cpus 0` leaves the quota as it was (seen: NanoCpus stayed 150000000): give back every CPU
+        subprocess.run(["docker", "update", "--cpus", str(os.cpu_count() or 1), slow], check=True, capture_output=True,
+                       timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    data = summary(slurm_fleet, "slow")
+    flags = {n["nodes"][0]: n["flag"] for n in data["nodes"]}
+    assert flags == {slurm_fleet.nodes[0]: "", slurm_fleet.nodes[1]: "", slow: "outlier"}, data["nodes"]
+    assert data["suspects"] == [slow]
+    assert {p["flag"] for p in data["pairs"] if slow in p["nodes"]} <= {"explained", ""}
+    assert not any(p["suspect"] for p in data["pairs"])
+    away = next(n for n in data["nodes"] if n["nodes"] == [slow])["from_fleet"]
+    assert away < -0.3
+    assert data["drain"] == [f'scontrol update NodeName={slow} State=DRAIN Reason="nccl-harness fleet slow: busbw '
+                             f'{away:+.0%} from the fleet median"']
+    assert f"scontrol update NodeName={slow} State=DRAIN" in done.stdout
+    state = subprocess.run(["sinfo", "-h", "-n", slow, "-o", "%T"], env=slurm_fleet.env, capture_output=True, text=True,
+                           timeout=60).stdout.strip()
+    assert state == "idle"  # printed, not run
+
+
+def test_a_node_without_its_python_fails_and_drain_takes_it_out(slurm_fleet, tmp_path):
+    bare = slurm_fleet.nodes[3]
+    nodes = ",".join([slurm_fleet.nodes[0], slurm_fleet.nodes[1], bare])
+    try:
+        done = fleet(slurm_fleet, tmp_path, "--nodes", nodes, "--fleet-id", "broken", "--drain")
+        assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+        data = summary(slurm_fleet, "broken")
+        by_node = {n["nodes"][0]: n for n in data["nodes"]}
+        assert by_node[bare]["flag"] == "fails" and by_node[bare]["status"] in ("fail", "infra-error")
+        assert "No such file or directory" in by_node[bare]["reason"] or "python" in by_node[bare]["reason"].lower()
+        assert data["suspects"] == [bare]
+        assert all(p["flag"] == "explained" for p in data["pairs"] if bare in p["nodes"])
+        assert f"drained: {bare}" in done.stderr
+        state = subprocess.run(["sinfo", "-h", "-n", bare, "-o", "%T"], env=slurm_fleet.env, capture_output=True,
+                               text=True, timeout=60).stdout.strip()
+        assert state.startswith("drain"), state
+        # a drained node is reported, not tried, by the next fleet run
+        again = fleet(slurm_fleet, tmp_path, "--nodes", nodes, "--fleet-id", "after-drain")
+        assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+        assert f"{bare}: drained" in again.stderr and summary(slurm_fleet, "after-drain")["unavailable"] == {bare: "drained"}
+    finally:
+        subprocess.run(["scontrol", "update", f"NodeName={bare}", "State=RESUME"], env=slurm_fleet.env,
+                       capture_output=True, timeout=60)
+
+
+def test_ctrl_c_during_a_fleet_run_leaves_no_job_and_the_same_command_goes_on(slurm_fleet, tmp_path):
+    matrix = tmp_path / "fleet.yaml"
+    matrix.write_text(MATRIX)
+    argv = [sys.executable, "-m", "harness", "fleet", "--matrix", str(matrix), "--results",
+            str(slurm_fleet.shared / "results"), "--nodes", ",".join(slurm_fleet.nodes[:3]), "--fleet-id", "stopped"]
+    running = subprocess.Popen(argv, cwd=REPO, env=slurm_fleet.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and squeue(slurm_fleet).count("nccl-harness") < 1 and running.poll() is None:
+        time.sleep(0.5)
+    time.sleep(3)  # the node jobs' ranks are up
+    assert running.poll() is None, running.communicate()
+    os.kill(running.pid, signal.SIGINT)
+    out, err = running.communicate(timeout=300)
+    assert running.returncode == 130, out + err[-3000:]
+    assert "goes on from them" in err
+    assert not squeue(slurm_fleet)
+    done = subprocess.run(argv, cwd=REPO, env=slurm_fleet.env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert summary(slurm_fleet, "stopped")["suspects"] == []
