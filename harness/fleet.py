@@ -110,7 +110,7 @@ class Judged:
     """A member judged against the fleet (nodes against nodes, pairs against pairs) and its own baseline."""
 
     member: Member
-    flag: str = ""  # "" | fails | outlier | link | explained | faster | regressed | untested
+    flag: str = ""  # "" | fails | outlier | link | explained | faster | regressed | untested | unconfirmed
     why: str = ""
     change: BusbwChange | None = None  # against the rest of the fleet (the verdict's)
     mads: float | None = None
@@ -174,6 +174,22 @@ def judge(members: Sequence[Member], threshold: float = 0.10, bad_nodes: Iterabl
             flag, why = ("explained", f"{', '.join(culprits)} is a suspect alone; {why}") if culprits else ("link", why)
         judged.append(Judged(m, flag, why, change, mads, distance))
     return judged
+
+
+def confirm(j: Judged, again: Member, peers: Sequence[Member], threshold: float = 0.10) -> Judged:
+    """A suspect measured a second time, judged against the same peers (the members of its kind that were not
+    suspects): it stays a suspect only when the second measurement says so too. Cells of one fleet run at
+    different times (the pairs one after another), and a machine's load moves between them: seen on the
+    container cluster of a 2-CPU machine under other work, a healthy pair 42% under the other pairs with its
+    trials just apart from theirs, fine when run again. A second measurement that did not run keeps the first."""
+    if again.status in UNTESTED:
+        return replace(j, why=f"{j.why}; not measured again ({again.status})")
+    second = judge([*peers, again], threshold)[-1]
+    said = f"{again.status}, busbw {gbs(again.busbw)} GB/s" if again.busbw is not None else again.status
+    if second.flag in ("fails", "outlier", "link"):
+        return replace(j, why=f"{j.why}; measured again, the same: {second.why or said}")
+    return replace(j, flag="unconfirmed", why=f"{j.why}; measured again: {said}, {second.why or 'within the others'}: "
+                                              "noise, not named")
 
 
 def against_baseline(j: Judged, old: Member | None, threshold: float) -> Judged:

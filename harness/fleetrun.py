@@ -25,11 +25,12 @@ from . import fleet, proc, results
 from .engines.slurm import SlurmOptions
 from .engines.slurmjob import FIX
 from .errors import EXIT_CELLS_FAILED, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InfraError, closest
-from .fleet import Fleet, Member
+from .fleet import Fleet, Judged, Member
 from .matrix import Cell, Matrix, stack_entry
 from .pipeline import MatrixOptions
 from .pipeline import run as run_matrix
 from .progress import Progress
+from .record import CellRecord
 from .selection import Selection, by_id, resolve
 
 __all__ = ["FleetOptions", "fleet_run", "node_states"]
@@ -100,7 +101,7 @@ def _cell(selection: Selection, cell_id: str | None) -> tuple[Matrix, Cell]:
     return m, by_id(m, cells, cell_id, "--cell")
 
 
-def _matrix(m: Matrix, cell: Cell, placements: list[tuple[str, ...]]) -> dict:
+def _matrix(m: Matrix, cell: Cell, placements: Sequence[tuple[str, ...]]) -> dict:
     """The cell's matrix file with its one stack and launcher and one variant per node and per pair."""
     original = yaml.safe_load(m.path.read_text())
     env = cell.variant.env_dict
@@ -129,6 +130,13 @@ def _baseline(results_dir: Path, run_id: str, threshold: float) -> dict[tuple[st
     return {nodes: fleet.member(nodes, cell_id, run.records.get(cell_id)) for nodes, cell_id in entries}
 
 
+def _stopped(code: int, ident: str, progress: Progress) -> int:
+    if code == EXIT_INTERRUPTED:
+        progress.say(f"Interrupted: the cells recorded are kept in run {ident}; the same `invoke fleet` command with "
+                     f"--fleet-id {ident} goes on from them.")
+    return code
+
+
 def fleet_run(selection: Selection, options: MatrixOptions, slurm: SlurmOptions, fo: FleetOptions) -> int:
     progress = Progress(verbose=options.verbose)
     if not 0 < fo.threshold < 1:
@@ -153,39 +161,59 @@ def fleet_run(selection: Selection, options: MatrixOptions, slurm: SlurmOptions,
     progress.say(f"fleet {ident}: {cell.id} on {len(ok)} node(s) at once, then {len(pairs)} pair(s)"
                  + (" (every pair)" if pairs and (fo.all_pairs or len(ok) <= fleet.ALL_PAIRS_UP_TO) else
                     " (a ring)" if pairs else ""))
-    # the derived matrix beside the run's records; a dry run writes nothing under the results folder
+    # the derived matrices beside the run's records; a dry run writes nothing under the results folder
     folder = (Path(tempfile.mkdtemp(prefix="fleet-dry-run-")) if options.dry_run
               else results.run_dir(options.results, ident) / "fleet")
     results.make_dir(folder)
-    path = folder / "matrix.yaml"
-    results.write_text(path, yaml.safe_dump(_matrix(m, cell, placements), sort_keys=False))
     placed = SlurmOptions(**{**slurm.__dict__, "nodes": len(ok), "jobs": len(ok),
                              "placement": tuple((fleet.variant_of(p), p) for p in placements),
                              "ranks_per_node": fo.ranks_per_node, "nodelist": tuple(ok), "pending_s": fo.wait_s})
-    code = run_matrix(Selection(matrix=path), replace(options, engine="slurm", slurm=placed, ranks=fo.ranks_per_node,
-                                                      jobs=len(ok), run_id=ident, resume=True, rescue=False))
-    if options.dry_run:
-        return code
-    if code == EXIT_INTERRUPTED:
-        progress.say(f"Interrupted: the cells recorded are kept in run {ident}; the same `invoke fleet` command with "
-                     f"--fleet-id {ident} goes on from them.")
-        return EXIT_INTERRUPTED
-    run = results.load_run(options.results / ident)
-    by_variant = {r.cell.variant: r for r in run.records.values()}
 
-    def members(group: Sequence[tuple[str, ...]]) -> list[Member]:
+    def measure(run_id: str, group: Sequence[tuple[str, ...]]) -> dict[str, CellRecord] | int:
+        """The cells of `group` as one ordinary run: their records by variant, or the pipeline's exit code
+        when it did not end (a dry run, Ctrl-C)."""
+        path = folder / f"matrix-{run_id}.yaml"
+        results.write_text(path, yaml.safe_dump(_matrix(m, cell, group), sort_keys=False))
+        code = run_matrix(Selection(matrix=path), replace(options, engine="slurm", slurm=placed, ranks=fo.ranks_per_node,
+                                                          jobs=len(ok), run_id=run_id, resume=True, rescue=False))
+        if options.dry_run or code == EXIT_INTERRUPTED:
+            return code
+        return {r.cell.variant or "": r for r in results.load_run(options.results / run_id).records.values()}
+
+    def members(records: dict[str, CellRecord], group: Sequence[tuple[str, ...]]) -> list[Member]:
         found = []
         for nodes in group:
-            record = by_variant.get(fleet.variant_of(nodes))
+            record = records.get(fleet.variant_of(nodes))
             found.append(fleet.member(nodes, (record.id or "") if record else "", record))
         return found
 
-    nodes_judged = fleet.judge(members([(n,) for n in ok]), fo.threshold)
+    first = measure(ident, placements)
+    if isinstance(first, int):
+        return _stopped(first, ident, progress)
+    node_members, pair_members = members(first, [(n,) for n in ok]), members(first, pairs)
+    nodes_judged = fleet.judge(node_members, fo.threshold)
+    raw_pairs = fleet.judge(pair_members, fo.threshold)  # no node blamed yet: every failing or slow pair
+    flagged = [j for j in (*nodes_judged, *raw_pairs) if j.flag in ("fails", "outlier", "link")]
+    if flagged:  # every suspect measured again before it is named
+        progress.say(f"{len(flagged)} suspect(s) measured again: {', '.join(j.member.name for j in flagged)}")
+        again = measure(f"{ident}-again", [j.member.nodes for j in flagged])
+        if isinstance(again, int):
+            return _stopped(again, ident, progress)
+        second = {j.member.nodes: a for j, a in zip(flagged, members(again, [j.member.nodes for j in flagged]))}
+
+        def confirmed(judged: list[Judged], peers: list[Member]) -> list[Judged]:
+            calm = [p for p in peers if p.nodes not in second]
+            return [fleet.confirm(j, second[j.member.nodes], calm, fo.threshold)
+                    if j.member.nodes in second and j.flag in ("fails", "outlier", "link") else j for j in judged]
+
+        nodes_judged = confirmed(nodes_judged, node_members)
+    bad = {j.member.nodes[0] for j in nodes_judged if j.suspect}
+    pairs_judged = fleet.judge(pair_members, fo.threshold, bad)
+    if flagged:
+        pairs_judged = confirmed(pairs_judged, pair_members)
     if fo.baseline:
         before = _baseline(options.results, fo.baseline, fo.threshold)
         nodes_judged = [fleet.against_baseline(j, before.get(j.member.nodes), fo.threshold) for j in nodes_judged]
-    bad = {j.member.nodes[0] for j in nodes_judged if j.suspect}
-    pairs_judged = fleet.judge(members(list(pairs)), fo.threshold, bad)
     f = Fleet(ident, cell.id, ident, tuple(nodes_judged), tuple(pairs_judged), tuple(out.items()), fo.threshold,
               fo.baseline, fo.drain)
     if fo.drain:

@@ -158,3 +158,21 @@ def test_a_placed_cell_is_submitted_to_its_nodes_by_its_variant_and_waits_for_th
     assert options.sbatch_args(("a", "b"))[:3] == ["--nodes=2", "--ntasks-per-node=1", "--nodelist=a,b"]
     assert "--exclusive" in options.sbatch_args(("a",)) and options.sbatch_args()[0] == "--nodes=3"
     assert "ReqNodeNotAvail" in NEVER_STARTS and "ReqNodeNotAvail" not in PLACED_NEVER_STARTS
+
+
+def test_a_suspect_is_named_only_when_measured_again_it_is_still_one():
+    """Seen on the container cluster under other work: a healthy pair 42% under the others, trials just apart,
+    fine when run again. The second measurement is judged against the same peers."""
+    peers = [node("", [0.56, 0.60, 0.62, 0.63, 0.64], nodes=("n1", "n2")),
+             node("", [0.37, 0.55, 0.56, 0.58, 0.60], nodes=("n1", "n3"))]
+    noisy = node("", [0.30, 0.33, 0.35, 0.36, 0.37], nodes=("n2", "n3"))
+    (first,) = [j for j in judge([*peers, noisy]) if j.member.nodes == ("n2", "n3")]
+    assert first.flag == "link"
+    fine = fleet.confirm(first, node("", [0.55, 0.58, 0.60, 0.61, 0.62], nodes=("n2", "n3")), peers)
+    assert fine.flag == "unconfirmed" and not fine.suspect and "noise, not named" in fine.why
+    still = fleet.confirm(first, node("", [0.20, 0.21, 0.22, 0.22, 0.23], nodes=("n2", "n3")), peers)
+    assert still.flag == "link" and still.suspect and "measured again, the same" in still.why
+    broken = fleet.confirm(first, node("", None, "hang", nodes=("n2", "n3")), peers)
+    assert broken.suspect
+    unknown = fleet.confirm(first, node("", None, "infra-error", nodes=("n2", "n3")), peers)
+    assert unknown.flag == "link" and "not measured again (infra-error)" in unknown.why
