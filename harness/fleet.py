@@ -304,7 +304,9 @@ def render(f: Fleet) -> str:
     elif f.untested:
         lines.append(f"No suspect among those tested; **{len(f.untested)} untested** (below): the fleet is not known good.")
     else:
-        lines.append("No suspect: every node and pair passed, none outside the fleet's noise.")
+        lines.append("No suspect: every node and pair passed, none outside the fleet's noise"
+                     + (f" ({len(again)} only when first measured, not again: below)." if (again := [
+                         j for j in (*f.nodes, *f.pairs) if j.flag == "unconfirmed"]) else "."))
     lines += ["", f"A node (a pair) is an outlier when its busbw at the largest size is below every other one's trials "
               f"and more than {f.threshold:.0%} under their median (a gloo cell's more than "
               f"{max(f.threshold, GLOO_MIN_CHANGE):.0%}): compare's rule, the rest of the fleet as the base. A pair that "

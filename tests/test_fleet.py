@@ -165,7 +165,7 @@ def test_a_suspect_is_named_only_when_measured_again_it_is_still_one():
     fine when run again. The second measurement is judged against the same peers."""
     peers = [node("", [0.56, 0.60, 0.62, 0.63, 0.64], nodes=("n1", "n2")),
              node("", [0.37, 0.55, 0.56, 0.58, 0.60], nodes=("n1", "n3"))]
-    noisy = node("", [0.30, 0.33, 0.35, 0.36, 0.37], nodes=("n2", "n3"))
+    noisy = node("", [0.30, 0.33, 0.35, 0.35, 0.36], nodes=("n2", "n3"))
     (first,) = [j for j in judge([*peers, noisy]) if j.member.nodes == ("n2", "n3")]
     assert first.flag == "link"
     fine = fleet.confirm(first, node("", [0.55, 0.58, 0.60, 0.61, 0.62], nodes=("n2", "n3")), peers)

@@ -53,8 +53,11 @@ def test_a_healthy_fleet_run_twice_flags_nothing_and_its_records_are_an_ordinary
         assert done.returncode == 0, done.stdout + done.stderr[-3000:]
         assert "No suspect" in done.stdout
         data = summary(slurm_fleet, run)
-        assert [n["status"] for n in data["nodes"]] == ["pass"] * 3 and len(data["pairs"]) == 3
-        assert all(p["status"] == "pass" for p in data["pairs"]) and data["suspects"] == [] and data["drain"] == []
+        assert len(data["nodes"]) == 3 and len(data["pairs"]) == 3
+        # a suspect of the first measurement that the second clears is said, not named (seen: gloo's teardown
+        # hanging in ~ProcessGroupGloo on a loaded 2-CPU machine, then passing)
+        assert {m["flag"] for m in data["nodes"] + data["pairs"]} <= {"", "faster", "unconfirmed"}, data
+        assert data["suspects"] == [] and data["drain"] == [] and data["untested"] == []
     report = subprocess.run([sys.executable, "-m", "harness", "report", "healthy-2", "--results",
                              str(slurm_fleet.shared / "results")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0 and f"node-{slurm_fleet.nodes[0]}" in report.stdout
