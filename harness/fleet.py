@@ -326,5 +326,5 @@ def render(f: Fleet) -> str:
     if drains:
         title = "Drained (--drain ran these)" if f.drained else "Drain (printed, not run; `--drain` runs them)"
         lines += ["", f"## {title}", "", "```"] + drains + ["```"]
-    lines += ["", f"Records: run {code(f.run_id)} (`invoke report {f.run_id}`)."]
+    lines += ["", f"Records: run {code(f.run_id)} (`invoke report --run {f.run_id}`)."]
     return "\n".join(lines) + "\n"

@@ -157,7 +157,7 @@ def _cluster(tmp_path_factory, *extra: str):
     return SlurmNodes(name, conf[0], shared, int(extra[0]) if extra else 2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slurm_fleet(base_image, tmp_path_factory):
     """A four-node Slurm (scripts/slurm-cluster.sh up NAME DIR 4 n4) whose fourth node has no Python tree (its
     software mount missing: a node broken for real), for `invoke fleet`; removed afterwards."""

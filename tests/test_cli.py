@@ -74,7 +74,7 @@ def test_module_lists_the_same_tasks_and_help_as_invoke(flag):
     assert via_invoke.returncode == via_module.returncode == 0, (via_invoke.stderr, via_module.stderr)
     assert _task_lines(via_module.stdout) == _task_lines(via_invoke.stdout)
     names = [l.split()[0] for l in _task_lines(via_module.stdout) if not l.startswith("    ")]
-    assert names == sorted(["matrix", "rescue", "bisect", "list", "build", "report", "bugreport", "compare", "publish", "doctor", "clean",
+    assert names == sorted(["matrix", "rescue", "bisect", "fleet", "list", "build", "report", "bugreport", "compare", "publish", "doctor", "clean",
                             "base-image"])
 
 

@@ -43,7 +43,9 @@ def summary(cluster: SlurmNodes, fleet_id: str) -> dict:
 
 
 def squeue(cluster: SlurmNodes) -> str:
-    return subprocess.run(["squeue", "-h"], env=cluster.env, capture_output=True, text=True, timeout=60).stdout.strip()
+    """The cluster's jobs, one line each: name and state ("" when none)."""
+    return subprocess.run(["squeue", "-h", "-o", "%j %T"], env=cluster.env, capture_output=True, text=True,
+                          timeout=60).stdout.strip()
 
 
 def test_a_healthy_fleet_run_twice_flags_nothing_and_its_records_are_an_ordinary_run(slurm_fleet, tmp_path):
@@ -58,7 +60,7 @@ def test_a_healthy_fleet_run_twice_flags_nothing_and_its_records_are_an_ordinary
         # hanging in ~ProcessGroupGloo on a loaded 2-CPU machine, then passing)
         assert {m["flag"] for m in data["nodes"] + data["pairs"]} <= {"", "faster", "unconfirmed"}, data
         assert data["suspects"] == [] and data["drain"] == [] and data["untested"] == []
-    report = subprocess.run([sys.executable, "-m", "harness", "report", "healthy-2", "--results",
+    report = subprocess.run([sys.executable, "-m", "harness", "report", "--run", "healthy-2", "--results",
                              str(slurm_fleet.shared / "results")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0 and f"node-{slurm_fleet.nodes[0]}" in report.stdout
     compare = subprocess.run([sys.executable, "-m", "harness", "compare", "healthy-1", "healthy-2", "--results",
@@ -69,7 +71,7 @@ def test_a_healthy_fleet_run_twice_flags_nothing_and_its_records_are_an_ordinary
 
 def test_a_node_held_to_a_fraction_of_a_cpu_is_the_outlier_and_its_pairs_are_explained_by_it(slurm_fleet, tmp_path):
     slow = slurm_fleet.nodes[2]
-    subprocess.run(["docker", "update", "--cpus", "0.3", slow], check=True, capture_output=True, timeout=60)
+    subprocess.run(["docker", "update", "--cpus", "0.15", slow], check=True, capture_output=True, timeout=60)
     try:
         done = fleet(slurm_fleet, tmp_path, "--nodes", ",".join(slurm_fleet.nodes[:3]), "--fleet-id", "slow")
     finally:
@@ -79,7 +81,7 @@ def test_a_node_held_to_a_fraction_of_a_cpu_is_the_outlier_and_its_pairs_are_exp
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     data = summary(slurm_fleet, "slow")
     flags = {n["nodes"][0]: n["flag"] for n in data["nodes"]}
-    assert flags == {slurm_fleet.nodes[0]: "", slurm_fleet.nodes[1]: "", slow: "outlier"}, data["nodes"]
+    assert flags[slow] == "outlier" and {flags[n] for n in slurm_fleet.nodes[:2]} <= {"", "faster"}, data["nodes"]
     assert data["suspects"] == [slow]
     assert {p["flag"] for p in data["pairs"] if slow in p["nodes"]} <= {"explained", ""}
     assert not any(p["suspect"] for p in data["pairs"])
@@ -126,7 +128,7 @@ def test_ctrl_c_during_a_fleet_run_leaves_no_job_and_the_same_command_goes_on(sl
     running = subprocess.Popen(argv, cwd=REPO, env=slurm_fleet.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and squeue(slurm_fleet).count("nccl-harness") < 1 and running.poll() is None:
+    while time.monotonic() < deadline and "RUNNING" not in squeue(slurm_fleet) and running.poll() is None:
         time.sleep(0.5)
     time.sleep(3)  # the node jobs' ranks are up
     assert running.poll() is None, running.communicate()

@@ -23,8 +23,8 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                          "reaper")),
     ("one attempt, one cell", ("supervise", "outcome", "runner", "schedule")),
     ("what reads records", ("textmatch", "hintsfile", "hints", "advice", "report", "bugreport", "compare", "publish",
-                            "bisection")),
-    ("the faces", ("pipeline", "bisectrun", "doctor", "commands", "tasks", "cli", "__main__")),
+                            "bisection", "fleet")),
+    ("the faces", ("pipeline", "bisectrun", "fleetrun", "doctor", "commands", "tasks", "cli", "__main__")),
 ]
 STAGE = {module: n for n, (_, modules) in enumerate(STAGES) for module in modules}
 
