@@ -216,7 +216,7 @@ _REASON = re.compile(r"[^A-Za-z0-9 .,:;%()/+=_-]")
 
 def drain_reason(why: str, fleet_id: str) -> str:
     """Slurm's drain reason for a suspect: the fleet run and why, in characters a shell and Slurm keep."""
-    return _REASON.sub("", f"nccl-harness fleet {fleet_id}: {why}")[:120]
+    return _REASON.sub("", f"nccl-harness fleet {fleet_id}: {why}")[:160]
 
 
 def drain_argv(node: str, reason: str) -> list[str]:
@@ -275,8 +275,9 @@ class Fleet:
 
 def _short(j: Judged) -> str:
     m = j.member
-    if j.flag == "fails":
-        return f"{m.status} ({m.reason[:60]})" if m.reason else m.status
+    if j.flag == "fails":  # the reason's first clause: "the command X does not exist on node n4 (launcher exit 127)"
+        first = m.reason.split(";")[0].strip()
+        return f"{m.status}: {first if len(first) <= 110 else first[:109] + '…'}" if first else m.status
     if j.distance is not None and j.flag == "outlier":
         return f"busbw {pct(j.distance)} from the fleet median"
     return j.baseline or j.flag
