@@ -140,3 +140,35 @@ def test_ctrl_c_during_a_fleet_run_leaves_no_job_and_the_same_command_goes_on(sl
     done = subprocess.run(argv, cwd=REPO, env=slurm_fleet.env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert summary(slurm_fleet, "stopped")["suspects"] == []
+
+
+def _address(container: str) -> str:
+    return subprocess.run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                           container], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+
+def test_traffic_dropped_between_two_good_nodes_names_their_link_and_drains_no_node(slurm_fleet, tmp_path):
+    """Every packet between n2 and n3 dropped on this host's bridge (iptables DOCKER-USER, both ways): each node
+    alone passes, the pairs with n1 pass, the pair n2-n3 cannot meet. The link is named; no node is drained."""
+    a, b = slurm_fleet.nodes[1], slurm_fleet.nodes[2]
+    rules = [["DOCKER-USER", "-s", _address(x), "-d", _address(y), "-j", "DROP"] for x, y in ((a, b), (b, a))]
+    for rule in rules:
+        subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True, timeout=60)
+    try:
+        matrix = tmp_path / "short.yaml"
+        matrix.write_text(MATRIX.replace("fingerprint: 120, init: 120", "fingerprint: 45, init: 45"))
+        done = subprocess.run([sys.executable, "-m", "harness", "fleet", "--matrix", str(matrix), "--results",
+                               str(slurm_fleet.shared / "results"), "--nodes", ",".join(slurm_fleet.nodes[:3]),
+                               "--fleet-id", "cut-link"], cwd=REPO, env=slurm_fleet.env, capture_output=True, text=True,
+                              timeout=900)
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-D", *rule], capture_output=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    data = summary(slurm_fleet, "cut-link")
+    pairs = {tuple(p["nodes"]): p for p in data["pairs"]}
+    assert pairs[(a, b)]["flag"] == "link" and pairs[(a, b)]["status"] in ("hang", "fail"), pairs[(a, b)]
+    assert "measured again, the same" in pairs[(a, b)]["why"]
+    assert data["suspects"] == [f"{a}–{b}"] and data["drain"] == []
+    assert all(n["status"] == "pass" and not n["suspect"] for n in data["nodes"])
+    assert not squeue(slurm_fleet)
