@@ -225,7 +225,8 @@ def stack_at(stack: Stack, axis: str, version: str) -> Stack:
         return replace(stack, cuda=version, base=default_base(version) if stack.base == base else stack.base,
                        torch_index=default_index(version) if stack.torch_index == index else stack.torch_index)
     if axis == "image":
-        return replace(stack, image=image_ref(stack.image, version), base=image_ref(stack.image, version), facts=None)
+        image = image_ref(stack.image, version)
+        return replace(stack, image=image, base=image, facts=None)
     return replace(stack, accelerate=version)
 
 

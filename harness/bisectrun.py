@@ -28,7 +28,7 @@ from .pipeline import MatrixOptions
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .record import CellRecord
-from .selection import Selection, by_id, resolve
+from .selection import Selection, by_id, check_drop, resolve
 
 __all__ = ["BisectOptions", "bisect", "released", "derived_matrix"]
 
@@ -128,9 +128,7 @@ def bisect(selection: Selection, options: MatrixOptions, b: BisectOptions) -> in
     if b.metric not in bisection.METRICS:
         raise HarnessError(f"--metric {b.metric!r} is not a metric bisect judges by. Fix: one of "
                            f"{', '.join(bisection.METRICS)} (busbw: a step is bad when its bandwidth regressed).")
-    if not 0 < b.threshold < 1:
-        raise HarnessError(f"--threshold {b.threshold}: the relative drop that counts must lie between 0 and 1. Fix: "
-                           "e.g. --threshold 0.10 for 10%.")
+    check_drop(b.threshold)
     m, cell = _find(selection, b.cell, b.axis)
     versions = list(b.versions) or released(b.axis, cell.stack)
     plan = bisection.plan(b.axis, cell.id, b.good, b.bad, versions,

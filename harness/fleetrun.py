@@ -31,7 +31,7 @@ from .pipeline import MatrixOptions
 from .pipeline import run as run_matrix
 from .progress import Progress
 from .record import CellRecord
-from .selection import Selection, by_id, resolve
+from .selection import Selection, by_id, check_drop, resolve
 
 __all__ = ["FleetOptions", "fleet_run", "node_states"]
 
@@ -117,7 +117,7 @@ def _matrix(m: Matrix, cell: Cell, placements: Sequence[tuple[str, ...]]) -> dic
     }
 
 
-def _baseline(results_dir: Path, run_id: str, threshold: float) -> dict[tuple[str, ...], Member]:
+def _baseline(results_dir: Path, run_id: str) -> dict[tuple[str, ...], Member]:
     """The nodes of an earlier fleet run (its fleet.json), each with its record."""
     summary = results_dir / run_id / "fleet" / "fleet.json"
     try:
@@ -139,9 +139,7 @@ def _stopped(code: int, ident: str, progress: Progress) -> int:
 
 def fleet_run(selection: Selection, options: MatrixOptions, slurm: SlurmOptions, fo: FleetOptions) -> int:
     progress = Progress(verbose=options.verbose)
-    if not 0 < fo.threshold < 1:
-        raise HarnessError(f"--threshold {fo.threshold}: the relative drop that counts must lie between 0 and 1. Fix: "
-                           "e.g. --threshold 0.10.")
+    check_drop(fo.threshold)
     if fo.ranks_per_node < 1:
         raise HarnessError(f"--ranks-per-node {fo.ranks_per_node}: must be at least 1. Fix: e.g. --ranks-per-node 2.")
     slurm.check()
@@ -165,9 +163,8 @@ def fleet_run(selection: Selection, options: MatrixOptions, slurm: SlurmOptions,
     folder = (Path(tempfile.mkdtemp(prefix="fleet-dry-run-")) if options.dry_run
               else results.run_dir(options.results, ident) / "fleet")
     results.make_dir(folder)
-    placed = SlurmOptions(**{**slurm.__dict__, "nodes": len(ok), "jobs": len(ok),
-                             "placement": tuple((fleet.variant_of(p), p) for p in placements),
-                             "ranks_per_node": fo.ranks_per_node, "nodelist": tuple(ok), "pending_s": fo.wait_s})
+    placed = replace(slurm, nodes=len(ok), jobs=len(ok), placement=tuple((fleet.variant_of(p), p) for p in placements),
+                     ranks_per_node=fo.ranks_per_node, nodelist=tuple(ok), pending_s=fo.wait_s)
 
     def measure(run_id: str, group: Sequence[tuple[str, ...]]) -> dict[str, CellRecord] | int:
         """The cells of `group` as one ordinary run: their records by variant, or the pipeline's exit code
@@ -193,26 +190,25 @@ def fleet_run(selection: Selection, options: MatrixOptions, slurm: SlurmOptions,
     node_members, pair_members = members(first, [(n,) for n in ok]), members(first, pairs)
     nodes_judged = fleet.judge(node_members, fo.threshold)
     raw_pairs = fleet.judge(pair_members, fo.threshold)  # no node blamed yet: every failing or slow pair
-    flagged = [j for j in (*nodes_judged, *raw_pairs) if j.flag in ("fails", "outlier", "link")]
+    flagged = [j.member.nodes for j in (*nodes_judged, *raw_pairs) if j.flag in ("fails", "outlier", "link")]
+    second: dict[tuple[str, ...], Member] = {}
     if flagged:  # every suspect measured again before it is named
-        progress.say(f"{len(flagged)} suspect(s) measured again: {', '.join(j.member.name for j in flagged)}")
-        again = measure(f"{ident}-again", [j.member.nodes for j in flagged])
+        progress.say(f"{len(flagged)} suspect(s) measured again: {', '.join('–'.join(n) for n in flagged)}")
+        again = measure(f"{ident}-again", flagged)
         if isinstance(again, int):
             return _stopped(again, ident, progress)
-        second = {j.member.nodes: a for j, a in zip(flagged, members(again, [j.member.nodes for j in flagged]))}
+        second = dict(zip(flagged, members(again, flagged)))
 
-        def confirmed(judged: list[Judged], peers: list[Member]) -> list[Judged]:
-            calm = [p for p in peers if p.nodes not in second]
-            return [fleet.confirm(j, second[j.member.nodes], calm, fo.threshold)
-                    if j.member.nodes in second and j.flag in ("fails", "outlier", "link") else j for j in judged]
+    def confirmed(judged: list[Judged], peers: list[Member]) -> list[Judged]:
+        calm = [p for p in peers if p.nodes not in second]
+        return [fleet.confirm(j, second[j.member.nodes], calm, fo.threshold)
+                if j.member.nodes in second and j.flag in ("fails", "outlier", "link") else j for j in judged]
 
-        nodes_judged = confirmed(nodes_judged, node_members)
+    nodes_judged = confirmed(nodes_judged, node_members)
     bad = {j.member.nodes[0] for j in nodes_judged if j.suspect}
-    pairs_judged = fleet.judge(pair_members, fo.threshold, bad)
-    if flagged:
-        pairs_judged = confirmed(pairs_judged, pair_members)
+    pairs_judged = confirmed(fleet.judge(pair_members, fo.threshold, bad), pair_members)
     if fo.baseline:
-        before = _baseline(options.results, fo.baseline, fo.threshold)
+        before = _baseline(options.results, fo.baseline)
         nodes_judged = [fleet.against_baseline(j, before.get(j.member.nodes), fo.threshold) for j in nodes_judged]
     f = Fleet(ident, cell.id, ident, tuple(nodes_judged), tuple(pairs_judged), tuple(out.items()), fo.threshold,
               fo.baseline, fo.drain)

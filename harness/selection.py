@@ -156,6 +156,14 @@ def check_gpu_api(value: str | None) -> GpuApi | None:
                        "let a probe container choose.")
 
 
+def check_drop(threshold: float) -> float:
+    """--threshold of a search that judges busbw (bisect --metric busbw, fleet): a fraction between 0 and 1."""
+    if not 0 < threshold < 1:
+        raise HarnessError(f"--threshold {threshold}: the relative drop that counts must lie between 0 and 1. Fix: "
+                           "e.g. --threshold 0.10 for 10%.")
+    return threshold
+
+
 def check_ranks(ranks: int | None) -> int | None:
     """--ranks N within what this host can run (the bound of the matrix file's `ranks`)."""
     problem = None if ranks is None else matrixfile.ranks_problem(ranks)

@@ -324,7 +324,7 @@ class SlurmEngine:
                inherited_env: dict[str, str] | None = None, control: bool = False) -> launch_mod.Launch:
         placed = self.options.placed(cell.id)
         nodes = len(placed) or self.options.nodes
-        if placed and self.options.ranks_per_node and (cell.stack.is_cpu or not self.options.gpus_per_node):
+        if placed and self.options.ranks_per_node:  # a GPU cell's, below, from --gpus-per-node where given
             ranks = nodes * self.options.ranks_per_node
         if self.options.gpus_per_node and not cell.stack.is_cpu:
             ranks = nodes * self.options.gpus_per_node  # one rank per GPU Slurm gives each node (its CUDA_VISIBLE_DEVICES)
