@@ -64,8 +64,10 @@ def fired(record: dict) -> dict[str, Match]:
     return {m.hint.id: m for m in match(record)}
 
 
+@lru_cache(maxsize=1)
 def built_from() -> dict[str, list[str]]:
-    """entry id -> the hints that cite it as evidence."""
+    """entry id -> the hints that cite it as evidence (the packaged file's, read once: callers do not
+    change what they get)."""
     cited: dict[str, list[str]] = {}
     for rule in load():
         for entry_id in rule.hint.evidence:
@@ -73,8 +75,9 @@ def built_from() -> dict[str, list[str]]:
     return cited
 
 
+@lru_cache(maxsize=1)
 def cause_hints() -> dict[str, set[str]]:
-    """cause -> the hints built from some entry of that cause."""
+    """cause -> the hints built from some entry of that cause (read once, as built_from)."""
     by_cause: dict[str, set[str]] = {}
     for entry_id, hint_ids in built_from().items():
         by_cause.setdefault(entries()[entry_id]["cause"], set()).update(hint_ids)
