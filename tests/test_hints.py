@@ -107,6 +107,13 @@ def rtx_hang(**kw: Any) -> dict:
     return make_record(**(base | kw))
 
 
+RAY_SHM = ("2023-11-18 03:39:16,283 WARNING services.py:1996 -- WARNING: The object store is using /tmp instead of "
+           "/dev/shm because /dev/shm has only 67108864 bytes available. This will harm performance!")
+# NCCL 2.8-2.11's remote allocation service given a message that was not for it (bootstrap.cc)
+REM_ALLOC = ("bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)",
+             "include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'")
+
+
 def shm_fail(**kw: Any) -> dict:
     base = dict(status="fail", phase="init", error_class="shm", shm=64 * MiB,
                 error="NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)")
@@ -188,6 +195,12 @@ CASES = [
         "shm unknown": shm_fail(shm=None),
         "permission denied": shm_fail(error="NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x "
                                             "(size 9637888), error: Permission denied (13)"),
+        # Ray's start-up warning measures /dev/shm, but a passing run prints it too: beside a CUDA failure it is
+        # not the cause, and with a large /dev/shm it is not printed for want of size
+        "Ray's warning beside a CUDA failure": shm_fail(error_class="cuda", error="CUDA error: an illegal memory access",
+                                                         launcher_tail=RAY_SHM),
+        "Ray's warning, large shm": shm_fail(shm=GiB, error_class="nccl", error="ncclSystemError",
+                                             launcher_tail=RAY_SHM),
     }),
     ("shm-permission-denied", warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
                                      error_class="shm", shm_writable=False), {
@@ -340,6 +353,8 @@ CASES = [
     ("nccl-gpu-memory", warned("include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'", error_class="oom"), {
         "the model's own OOM": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
                                       error_class="oom", phase="step"),
+        # NCCL 2.8-2.11's remote allocator cudaMallocs a size a stray message sent: not the GPU's memory
+        "the remote allocator's random size": warned(*REM_ALLOC, error_class="oom", nccl_loaded="2.10.3"),
     }),
     ("nccl-socket-ifname", warned("misc/socket.cc:556 NCCL WARN socketStartConnect: Connect to 172.17.0.1<43215> "
                                   "failed : No route to host"), {
@@ -850,6 +865,13 @@ CASES = [
         "another AttributeError": failed("AttributeError: 'NoneType' object has no attribute 'index'",
                                          phase="init", error_class="other"),
     }),
+    ("nccl-rem-allocator-stray-message", warned(*REM_ALLOC, error_class="oom", nccl_loaded="2.10.3"), {
+        # NCCL's own buffers not fitting beside the model: the allocation WARN without the remote allocator
+        "NCCL's buffers out of memory": warned("include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'",
+                                               error_class="oom", nccl_loaded="2.10.3"),
+        # NCCL 2.12 and later have no remote allocator: a measured newer NCCL contradicts the words
+        "a newer NCCL measured": warned(*REM_ALLOC, error_class="oom", nccl_loaded="2.17.1"),
+    }),
 ]
 
 
@@ -863,6 +885,16 @@ def test_each_hint_fires_on_its_signature(hint_id, record):
                          ids=[f"{c[0]}-{why}" for c in CASES for why in c[2]])
 def test_near_miss_does_not_fire(hint_id, why, record):
     assert hint_id not in ids(record), why
+
+
+def test_rays_measure_of_dev_shm_beside_an_nccl_failure_names_the_shm_size():
+    """Ray's start-up warning says how much /dev/shm there is (vllm#1710: vLLM's NCCL then failed to open its
+    segment): beside NCCL's bare system error it names /dev/shm, certain where the size was measured small."""
+    record = shm_fail(error_class="nccl", error="ncclSystemError: System call (e.g. socket, malloc) or external "
+                                                "library call failed or device error.", launcher_tail=RAY_SHM)
+    assert "shm-too-small" in ids(record)
+    assert "shm-too-small" not in ids(shm_fail(error_class="nccl", error="ncclSystemError: System call (e.g. socket, "
+                                               "malloc) or external library call failed or device error."))
 
 
 def test_an_oversized_nccl_buffsize_is_a_registration_failure_whatever_the_memlock_limit():
