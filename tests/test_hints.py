@@ -543,6 +543,12 @@ CASES = [
                                          "failed: /GeForce: no such file or directory", error_class="launcher"), {
         "the image's own copy": failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: file "
                                        "creation failed: /merged/usr/bin/nvidia-smi: file exists", error_class="launcher"),
+        "a rootless engine's device cgroup": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: open failed: /sys/fs/cgroup/devices/user.slice/devices.allow: "
+            "permission denied")),
+        "an unprivileged LXC's cgroup v2": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
+            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted")),
     }),
     ("container-cli-driver-init", failed("nvidia-container-cli: initialization error: driver rpc error: failed to process "
                                          "request: unknown.", error_class="launcher"), {
@@ -550,6 +556,8 @@ CASES = [
                                                "libnvidia-ml.so.1: cannot open shared object file", error_class="launcher"),
         "the library another version": failed("nvidia-container-cli: initialization error: nvml error: "
                                               "Driver/library version mismatch", error_class="launcher"),
+        "under WSL without an adapter": failed("nvidia-container-cli: initialization error: WSL environment detected "
+                                               "but no adapters were found: unknown", error_class="launcher"),
     }),
     ("nccl-library-corrupt", failed("bus error when Loading nccl from library /root/.config/vllm/nccl/cu12/libnccl.so.2.18.1",
                                     error_class="import"), {
@@ -871,6 +879,45 @@ CASES = [
                                                error_class="oom", nccl_loaded="2.10.3"),
         # NCCL 2.12 and later have no remote allocator: a measured newer NCCL contradicts the words
         "a newer NCCL measured": warned(*REM_ALLOC, error_class="oom", nccl_loaded="2.17.1"),
+    }),
+    # --- ninth split, group h9b-
+    ("toolkit-cgroup-v2-unsupported", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "stderr: nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.")), {
+        "a rootless engine's device cgroup": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: open failed: /sys/fs/cgroup/devices/user.slice/devices.allow: "
+            "permission denied")),
+        "the toolkit's device filter on an old kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to replace original device filters "
+            "program with new one: failed to call BPF_PROG_ATTACH (BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI): can't attach "
+            "program: invalid argument: unknown")),
+    }),
+    ("toolkit-cgroups-not-writable", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters "
+            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown.")), {
+        "the toolkit's device filter on an old kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to replace original device filters "
+            "program with new one: failed to call BPF_PROG_ATTACH (BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI): can't attach "
+            "program: invalid argument: unknown")),
+        "no devices controller at all": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.")),
+        "NVML refused inside a started container": failed("", phase="startup", error_class="driver",
+                                                          launcher_tail="Failed to initialize NVML: Unknown Error"),
+    }),
+    ("ptx-newer-than-driver", failed("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
+                                     "toolchain.", phase="step", error_class="cuda"), {
+        "no kernel image for the GPU": failed("RuntimeError: CUDA error: no kernel image is available for execution on "
+                                              "the device", phase="step", error_class="cuda"),
+        "the runtime newer than the driver": failed("RuntimeError: CUDA error: CUDA driver version is insufficient for "
+                                                    "CUDA runtime version", phase="init", error_class="driver"),
+    }),
+    ("wsl-no-gpu-adapter", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: initialization error: WSL environment "
+            "detected but no adapters were found: unknown")), {
+        "WSL2's libcuda path": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+            "object file: no such file or directory: unknown")),
+        "the driver RPC": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: initialization error: driver rpc error: timed out: unknown.")),
     }),
 ]
 

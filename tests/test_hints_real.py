@@ -343,6 +343,11 @@ FORMATS = [
     # NCCL 2.28.9 on an H200 given a cut NCCL_TOPO_FILE (bench/real_errors.py, docs/real-errors-h200.json)
     ("rank-error", "DistBackendError: XML Parse : expected >, got '", "nccl-topology-file"),
     ("rank-error", "UCX  ERROR ib_mlx5_log.c:179  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)", "ib-retry-exceeded"),
+    # the ninth split, group h9b-: the container hook's and CUDA's messages in other releases' words
+    ("launcher", "nvidia-container-cli: mount error: failed to add device rules: open /sys/fs/cgroup/devices/user.slice/devices.allow: permission denied: unknown.", "toolkit-cgroups-not-writable"),
+    ("launcher", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown.", "toolkit-cgroups-not-writable"),
+    ("rank-error", "numba.cuda.cudadrv.driver.LinkerError: [222] Call to cuLinkAddData results in CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "ptx-newer-than-driver"),
+    ("launcher", "nvidia-container-cli.real: initialization error: driver rpc error: timed out: unknown.", "container-cli-driver-init"),
 ]
 
 

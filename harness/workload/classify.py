@@ -89,9 +89,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"stat nvidia\.com/gpu=|failed to (?:parse|unmarshal) CDI Spec|"
                             # a container whose saved device list names nodes the host lacks now (the uvm
                             # module not loaded after a reboot or a driver change), and the hook's driver
-                            # service killed (GPUs held in exclusive-process mode)
+                            # service killed (GPUs held in exclusive-process mode), and that service's own
+                            # "driver rpc error: ..." where the line lost the hook's name
                             r"error gathering device information while adding custom device|"
-                            r"terminating driver service \(forced\)|"
+                            r"terminating driver service \(forced\)|\bdriver rpc error: |"
                             # MPI's own programs unable to load MPI's libraries (before the import rule below)
                             r"\b(?:mpirun|mpiexec|orterun|prterun|orted|prted|orte-info)\S{0,40}: error while loading shared "
                             r"libraries", re.I)),
