@@ -66,7 +66,12 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the eighth's: NCCL INFO lines without their error, a title, a launcher summary without
                      # the rank's error, a library's warnings, a list of symptoms in the reporter's words
                      "h8a-socket-ifname-1", "h8d-shm-size-1", "h8b-sighup-nohup-1", "h8d-gpu-oom-batch-size-1",
-                     "h8d-custom-allreduce-no-p2p-1", "h8c-nvlink-hardware-fault-1"}
+                     "h8d-custom-allreduce-no-p2p-1", "h8c-nvlink-hardware-fault-1",
+                     # the ninth's: a launcher's warning, its INFO lines, titles without the shell's prefix,
+                     # and a traceback cut before its error
+                     "h9c-deepspeed-ignores-visible-devices-1", "h9c-deepspeed-local-rank-before-config-1",
+                     "h9c-master-addr-undetected-1", "h9c-torchrun-entrypoint-wrong-python-2",
+                     "h9c-torchrun-not-on-path-1", "h9c-torchrun-entrypoint-wrong-python-3"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 
