@@ -919,6 +919,60 @@ CASES = [
         "the driver RPC": failed("", phase="startup", error_class="launcher", launcher_tail=(
             "nvidia-container-cli: initialization error: driver rpc error: timed out: unknown.")),
     }),
+    # ninth split, group h9c-
+    ("deepspeed-visible-devices-ignored", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "Detected CUDA_VISIBLE_DEVICES=2,4,5,7 but ignoring it because one or several of --include/--exclude/"
+            "--num_gpus/--num_nodes cl args were used. If you want to use CUDA_VISIBLE_DEVICES don't pass any of "
+            "these arguments to deepspeed.")), {
+        "the first GPUs anyway": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "Detected VISIBLE_DEVICES=0,1,2,3 but ignoring it because one or several of --include/--exclude/"
+            "--num_gpus/--num_nodes cl args were used.")),
+        "honoured": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "Detected CUDA_VISIBLE_DEVICES=2,4: setting --include=localhost:2,4")),
+    }),
+    ("deepspeed-include-slot-missing", failed("ValueError: No slot '2' specified on host 'work1'", phase="startup",
+                                              error_class="launcher"), {
+        "a host not in the hostfile": failed("ValueError: Hostname 'work3' not found in hostfile", phase="startup",
+                                             error_class="launcher"),
+    }),
+    ("deepspeed-local-rank-before-config", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[INFO] [launch.py:256:main] process 3357036 spawned with command: ['/usr/bin/python3', '-u', "
+            "'src/train.py', '--local_rank=0', 'examples/train_lora/llama3_lora_sft_ds3.yaml']")), {
+        "options as flags": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[INFO] [launch.py:256:main] process 42 spawned with command: ['/usr/bin/python3', '-u', 'train.py', "
+            "'--local_rank=0', '--output_dir', 'out', '--deepspeed', 'ds_config.json']")),
+        "failed later, in a step": failed("", phase="step", error_class="nccl", launcher_tail=(
+            "[INFO] [launch.py:256:main] process 42 spawned with command: ['/usr/bin/python3', '-u', 'train.py', "
+            "'--local_rank=0', 'config.yaml']")),
+    }),
+    ("notebook-launcher-num-processes", failed(
+            'ValueError: You have to specify the number of GPUs you would like to use, add `num_processes=...` to '
+            "your call.", phase="startup", error_class="launcher"), {
+        "another notebook_launcher check": failed("ValueError: The node_rank must be less than the number of nodes.",
+                                                  phase="startup", error_class="launcher"),
+    }),
+    ("windows-rendezvous-address-invalid", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[W socket.cpp:697] [c10d] The client socket has failed to connect to [activate.navicat.com]:25851 "
+            "(system error: 10049 - The requested address is not valid in its context.).")), {
+        "refused on Linux": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node1]:29500 (errno: 111 - "
+            "Connection refused).")),
+        "a torch without libuv": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[W socket.cpp:697] [c10d] The client socket has failed to connect to [kubernetes.docker.internal]:29500 "
+            "(system error: 10049 - The requested address is not valid in its context.).\ntorch.distributed."
+            "DistStoreError: use_libuv was requested but PyTorch was built without libuv support")),
+    }),
+    ("deepspeed-master-addr-empty", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[INFO] [runner.py:417:main] Using IP address of  for node ddp-0.ddp.svc.cluster.local")), {
+        "an address found": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[INFO] [runner.py:417:main] Using IP address of 10.0.0.4 for node ddp-0.ddp.svc.cluster.local")),
+    }),
+    ("launcher-not-on-path", failed("", phase="startup", error_class="launcher",
+                                    launcher_tail="run.sh: line 12: torchrun: command not found"), {
+        "MPI's daemon": failed("", phase="startup", error_class="launcher", launcher_tail="bash: orted: command not found"),
+        "the package missing in python": failed("ModuleNotFoundError: No module named 'accelerate'", phase="startup",
+                                                error_class="import"),
+    }),
 ]
 
 

@@ -376,6 +376,9 @@ def test_decode_nccl_version(code: int, text: str) -> None:
                             "`NCCL_IB_DISABLE=\"1\" or use `accelerate launch`", "launcher"),
     ("ValueError", "Error initializing torch.distributed using env:// rendezvous: "
                    "environment variable RANK expected, but not set", "launcher"),
+    ("", "An ORTE daemon has unexpectedly failed after launch and before\ncommunicating back to mpirun.",
+     "launcher"),
+    ("ValueError", "No slot '2' specified on host 'work1'", "launcher"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

@@ -185,6 +185,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"use_libuv was requested|unknown option \"?--(?:hnp|tree-spawn|prtemca|pmixmca)|"
                             r"\[mpiexec@[^\]\n]{1,200}\] match_arg|No available node types can fulfill resource request|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
+                            r"(?:ORTE|PRTE) daemon has unexpectedly failed|"
+                            # DeepSpeed's runner: --include/--exclude naming a slot the hostfile lacks
+                            r"No slot .?\d+.? specif\w{0,6} on host|"
                             r"\bbtl_tcp_endpoint\.c:|not enough slots available in the system|"
                             # the store's client socket timing out: the rendezvous, not a collective
                             r"DistStoreError: Socket Timeout")),
