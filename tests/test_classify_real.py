@@ -66,7 +66,11 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the eighth's: NCCL INFO lines without their error, a title, a launcher summary without
                      # the rank's error, a library's warnings, a list of symptoms in the reporter's words
                      "h8a-socket-ifname-1", "h8d-shm-size-1", "h8b-sighup-nohup-1", "h8d-gpu-oom-batch-size-1",
-                     "h8d-custom-allreduce-no-p2p-1", "h8c-nvlink-hardware-fault-1"}
+                     "h8d-custom-allreduce-no-p2p-1", "h8c-nvlink-hardware-fault-1",
+                     # the ninth's: deaths by a signal (SIGSEGV under gdb, a bare 'Segmentation fault',
+                     # SIGKILL as a DataLoader worker's, zsh's 'killed' and a title)
+                     "h9d-old-torch-segfault-1", "h9d-extension-compiler-abi-1", "h9d-host-oom-killed-1",
+                     "h9d-host-oom-killed-2", "h9d-host-oom-killed-3"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 
