@@ -74,7 +74,11 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # and a traceback cut before its error
                      "h9c-deepspeed-ignores-visible-devices-1", "h9c-deepspeed-local-rank-before-config-1",
                      "h9c-master-addr-undetected-1", "h9c-torchrun-entrypoint-wrong-python-2",
-                     "h9c-torchrun-not-on-path-1", "h9c-torchrun-entrypoint-wrong-python-3"}
+                     "h9c-torchrun-not-on-path-1", "h9c-torchrun-entrypoint-wrong-python-3",
+                     # the ninth's: deaths by a signal (SIGSEGV under gdb, a bare 'Segmentation fault',
+                     # SIGKILL as a DataLoader worker's, zsh's 'killed' and a title)
+                     "h9d-old-torch-segfault-1", "h9d-extension-compiler-abi-1", "h9d-host-oom-killed-1",
+                     "h9d-host-oom-killed-2", "h9d-host-oom-killed-3"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

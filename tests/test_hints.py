@@ -177,6 +177,15 @@ def stalled(detail: dict, phase: str = "step") -> dict:
                        detail=detail)
 
 
+def coll_hang(*calls: tuple[int, int, int, int], status: str = "hang") -> dict:
+    """A cell whose NCCL log (NCCL_DEBUG_SUBSYS=COLL) holds one AllReduce line per (pid, opCount, count,
+    datatype), on communicators of 2 ranks."""
+    lines = [f"node1:{pid}:{pid} [0] NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f0000000000 recvbuff "
+             f"0x7f0000000000 count {count} datatype {dtype} op 0 root 0 comm 0x5500000000 [nranks=2] stream 0x5600"
+             for pid, op, count, dtype in calls]
+    return make_record(status=status, phase="step", launcher_tail="\n".join(lines))
+
+
 # (hint id, record that shows the signature, near misses that must not trigger it)
 CASES = [
     ("rtx40-p2p-hang", rtx_hang(), {
@@ -201,6 +210,9 @@ CASES = [
                                                          launcher_tail=RAY_SHM),
         "Ray's warning, large shm": shm_fail(shm=GiB, error_class="nccl", error="ncclSystemError",
                                              launcher_tail=RAY_SHM),
+        # UCX's shared-memory FIFO failing where /dev/shm was measured large: its size is not the cause
+        "UCX's FIFO, large shm": failed("", launcher_tail="mm_iface failed to allocate receive FIFO\n[ucp_address_unpack] "
+                                                          "Caught signal 11 (Segmentation fault)", shm=16 * GiB),
     }),
     ("shm-permission-denied", warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
                                      error_class="shm", shm_writable=False), {
@@ -263,6 +275,9 @@ CASES = [
     ("shm-sigbus", failed("Caught signal 7 (Bus error: nonexistent physical address)", shm=64 * MiB), {
         "large shm": failed("Caught signal 7 (Bus error: nonexistent physical address)", shm=16 * GiB),
         "another signal": failed("Caught signal 11 (Segmentation fault: address not mapped)", shm=64 * MiB),
+        # DeepSpeed's launcher line as reporters quote it, for a SIGKILL (host-oom-killed's)
+        "the launcher's -9": failed("", launcher_tail="[Error][launch.py:324:sigkill_handler]exits with return -9",
+                                    shm=64 * MiB),
     }),
     ("watchdog-timeout", failed(WATCHDOG, status="hang", phase="prepare", detail=BEHIND), {
         "watchdog ended by an error": failed("Process group watchdog thread terminated with exception: CUDA error: "
@@ -349,6 +364,11 @@ CASES = [
                                    "collective: CollectiveFingerPrint(OpType=ALLREDUCE, TensorShape=[20])",
                                    phase="step"), {
         "a mismatch of versions": failed("RuntimeError: NCCL version mismatch between ranks", phase="step"),
+        # NCCL_DEBUG_SUBSYS=COLL lines that do not show two ranks posting one call differently
+        "one process on two communicators": coll_hang((100, 0, 5, 7), (100, 0, 9, 4)),
+        "two ranks, the same call": coll_hang((100, 0, 5, 7), (101, 0, 5, 7)),
+        "two ranks at different calls": coll_hang((100, 0, 5, 7), (101, 1, 9, 4)),
+        "no hang": coll_hang((100, 0, 5, 7), (101, 0, 9, 7), status="fail"),
     }),
     ("nccl-gpu-memory", warned("include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'", error_class="oom"), {
         "the model's own OOM": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
@@ -973,7 +993,32 @@ CASES = [
         "the package missing in python": failed("ModuleNotFoundError: No module named 'accelerate'", phase="startup",
                                                 error_class="import"),
     }),
+    ("torch18-cublas-handle-segfault", failed("", phase="step", error_class="killed", torch="1.8.0+cu111", launcher_tail=(
+            "Program terminated with signal SIGSEGV, Segmentation fault.\n#0  0x00007f92fef2548f in "
+            "at::cuda::getCurrentCUDABlasHandle() ()")), {
+        # the same frame on a later torch is another bug (a thread race fixed in 2025), not this release's
+        "a later torch": failed("", phase="step", error_class="killed", torch="2.4.0+cu121", launcher_tail=(
+            "Program terminated with signal SIGSEGV, Segmentation fault.\n#0  0x00007f92fef2548f in "
+            "at::cuda::getCurrentCUDABlasHandle() ()")),
+        "another frame": failed("", phase="step", error_class="killed", torch="1.8.0+cu111", launcher_tail=(
+            "Program terminated with signal SIGSEGV, Segmentation fault.\n#0  0x00007f3d43c5e48f in "
+            "at::cuda::detail::CUDAHooks::initCUDA() const ()")),
+    }),
+    ("ucc-tl-failed-on-some-ranks", make_record(status="hang", phase="init", launcher_tail=(
+            "[1730120424.285612] [node1:26352:0]     ucc_context.c:817  UCC  DEBUG ctx create epilog for mlx5 failed: "
+            "Unhandled error")), {
+        "no hang": failed("", launcher_tail="[1730120424.285612] [node1:26352:0]     ucc_context.c:817  UCC  DEBUG ctx "
+                                            "create epilog for mlx5 failed: Unhandled error"),
+        "a TL only skipped": make_record(status="hang", phase="init", launcher_tail=(
+            "[1719127270.717034] [node3:116665:0] cl_basic_context.c:39   CL_BASIC DEBUG TL mlx5 context is not "
+            "available, skipping")),
+    }),
 ]
+
+
+def test_nccl_coll_lines_of_one_call_that_differ_between_ranks_are_a_mismatch():
+    """NCCL_DEBUG_SUBSYS=COLL: rank 0 posts opCount 0 with another count and datatype than rank 1 (NVIDIA/nccl#147)."""
+    assert "collective-mismatch" in ids(coll_hang((100, 0, 25503912, 6), (101, 0, 53, 4)))
 
 
 @pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])

@@ -364,6 +364,8 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("DistBackendError", "NCCL error ... Error while creating shared memory segment "
                          "/dev/shm/nccl-ABC (size 9637888)", "shm"),
     ("RuntimeError", "No space left on device", "shm"),
+    ("", "mm_iface failed to allocate receive FIFO\n[ucp_address_unpack] Caught signal 11 (Segmentation fault)", "shm"),
+    ("", "[Error][launch.py:324:sigkill_handler]exits with return -7", "shm"),
     ("ModuleNotFoundError", "No module named 'accelerate'", "import"),
     ("ImportError", "libnccl.so.2: cannot open shared object file", "import"),
     ("DistStoreError", "Timed out after 61 seconds waiting for clients. 1/2 clients joined.",

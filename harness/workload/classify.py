@@ -112,8 +112,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                        r"maximum number of tokens that can be stored in KV cache", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory|"
-                       # signal 7 (SIGBUS) as launchers report a child's death: "return code = -7"
-                       r"(?:return code|exit ?code|exit status)\W{0,4}-7\b", re.I)),
+                       # UCX's shared-memory (mm) transport unable to allocate its receive FIFO
+                       r"mm_iface failed to allocate receive FIFO|"
+                       # signal 7 (SIGBUS) as launchers report a child's death: "return code = -7", and
+                       # DeepSpeed's "exits with return code = -7" as reporters shorten it
+                       r"(?:return code|exit ?code|exit status|exits with return)\W{0,4}-7\b", re.I)),
     # a library that cannot be loaded, or two that do not fit (two NCCLs side by side)
     ("import", re.compile(r"ModuleNotFoundError|No module named|cannot open shared object file|"
                           r"undefined symbol|doesn't have NCCL built in|NCCL is not available", re.I)),
