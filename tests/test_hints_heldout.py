@@ -5,14 +5,15 @@ The held-out split is kept apart: no thread of it is cited by the training corpu
 one of its entries. A split is scored blind once, then read, and joins the training corpus: the first
 (46 entries, 27 named, 59%) is ho1-*, the second (92, 45, 49%) h2*-, the third (97, 39, 40%; 9 certain
 hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth
-(77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-. This is the
-ninth, collected 2026-12-07 (a later session) by collectors who did not read the hints, asked for
-representative failures, given the training corpus's cause names to reuse where the cause is the same and,
-per entry, whether its excerpt holds the fact that decides its cause: 75 entries over 56 causes, 44
-decidable. Scored once on 2026-12-07, after the eighth had joined the training corpus and with no hint
-changed for it: the fix named in 18 (24%), in 14 of the 44 decidable (32%); a certain hint of another cause
-on 13 (10 of them decidable; below), a possible one only on 3; 28 of its 56 causes are in no training entry.
-The issue's aim is 80% and none; these tests keep what was measured from getting worse."""
+(77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-, the ninth
+(75, 18, 24%; 13) h9*-. This is the tenth, collected 2026-12-07 by collectors who did not read the hints,
+asked for representative failures, given the training corpus's cause names to reuse where the cause is the
+same and, per entry, whether its excerpt holds the fact that decides its cause: 46 entries over 40 causes
+(CUDA, drivers and container GPU access; launchers and rendezvous), 27 decidable. Kept unread while the ninth
+was read and folded, then scored once on 2026-12-07 with no hint changed for it: the fix named in 15 (33%),
+in 9 of the 27 decidable (33%); a certain hint of another cause on 4 (1 of them decidable; below), a possible
+one only on 3; 23 of its 40 causes are in no training entry. The issue's aim is 80% and none; these tests
+keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _thread(url: str) -> str:
 
 def test_the_held_out_split_shares_no_thread_with_the_training_corpus_and_no_hint_cites_it():
     held = held_out()
-    assert len(held) >= 55 and len({e["cause"] for e in held}) >= 30
+    assert len(held) >= 40 and len({e["cause"] for e in held}) >= 30
     assert {_thread(e["url"]) for e in held}.isdisjoint({_thread(e["url"]) for e in training()})
     cited = {entry for rule in load() for entry in rule.hint.evidence}
     assert not cited & {e["id"] for e in held}
@@ -45,11 +46,8 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
 
 # The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
 # keep from growing until the split is read and joins the training corpus.
-KNOWN_CERTAIN_WRONG = {"h9a-nccl-graph-file-preset-1", "h9a-nccl-version-bug-1", "h9b-docker-runtime-not-loaded-1",
-                       "h9b-rootless-cgroups-enabled-1", "h9b-no-cgroups-rootful-1", "h9b-toolkit-cgroupv2-bpf-bug-1",
-                       "h9b-persistence-mode-off-1", "h9b-persistence-mode-off-2", "h9b-gpu-ecc-uncorrectable-1",
-                       "h9b-no-nvidia-gpu-1", "h9c-init-method-port-clash-1", "h9c-mpi-host-slots-1",
-                       "h9c-mpi-host-slots-2"}
+KNOWN_CERTAIN_WRONG = {"h10a-driver-capabilities-missing-1", "h10a-toolkit-rootless-regression-1",
+                       "h10a-visible-devices-nonexistent-index-1", "h10b-mpi-host-slots-1"}
 
 
 def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
@@ -60,5 +58,5 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 18 and held.n == 75, held.line()
+    assert held.named >= 15 and held.n == 46, held.line()
     assert held.wrong_possible <= 3, held.line()  # possible only, with the caveat of what was not measured
