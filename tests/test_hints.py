@@ -306,6 +306,8 @@ CASES = [
                                  "<Signals.SIGKILL: 9>.", error_class=None), {
         "the harness stopped a hang": failed("", status="hang", launcher_tail="died with <Signals.SIGKILL: 9>."),
         "a SIGTERM": failed("", launcher_tail="died with <Signals.SIGTERM: 15>.", error_class=None),
+        "Open MPI's rank segfaulted": failed("", error_class=None, launcher_tail=(
+            "mpirun noticed that process rank 3 with PID 0 on node n1 exited on signal 11 (Segmentation fault).")),
     }),
     ("ddp-unused-parameters", failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
                                      "starting a new one.", phase="step", error_class="other"), {
@@ -739,6 +741,8 @@ CASES = [
     }),
     ("torch-sees-no-gpu", failed("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"), {
         "a torch without NCCL": failed("RuntimeError: Distributed package doesn't have NCCL built in"),
+        "Ray with no GPU node free": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "ValueError: No available node types can fulfill resource request {'GPU': 1.0}.")),
     }),
     ("vllm-kv-cache-too-small", failed("ValueError: The model's max seq len (8192) is larger than the maximum number of "
                                        "tokens that can be stored in KV cache (5120).", error_class="oom"), {
@@ -1012,6 +1016,61 @@ CASES = [
         "a TL only skipped": make_record(status="hang", phase="init", launcher_tail=(
             "[1719127270.717034] [node3:116665:0] cl_basic_context.c:39   CL_BASIC DEBUG TL mlx5 context is not "
             "available, skipping")),
+    }),
+    # --- tenth split, group h10b-
+    ("mpirun-as-root", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "--------------------------------------------------------------------------\nprterun has detected an "
+            "attempt to run as root.\n\nRunning as root is *strongly* discouraged")), {
+        "MPICH given the override": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "[mpiexec@node1] match_arg (utils/args/args.c:163): unrecognized argument allow-run-as-root")),
+        "allowed, then too few slots": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "+ mpirun --allow-run-as-root -np 8 python train.py\nThere are not enough slots available in the "
+            "system to satisfy the 8\nslots that were requested by the application:")),
+    }),
+    ("torch-without-mpi-backend", failed("RuntimeError: Distributed package doesn't have MPI built in. MPI is only "
+                                         "included if you build PyTorch from source on a host that has MPI installed.",
+                                         error_class="import"), {
+        "a torch without NCCL": failed("RuntimeError: Distributed package doesn't have NCCL built in",
+                                       error_class="import"),
+    }),
+    ("torch-without-distributed", failed("RuntimeError: PyTorch built without distributed support",
+                                         error_class="import"), {
+        "a torch without NCCL": failed("RuntimeError: Distributed package doesn't have NCCL built in",
+                                       error_class="import"),
+        "a newer collective on an old torch": failed("AttributeError: module 'torch.distributed' has no attribute "
+                                                     "'all_gather_object'", error_class="other"),
+    }),
+    ("slurm-invalid-gres", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "srun: error: Unable to create step for job 4242: Invalid generic resource (gres) specification")), {
+        "CPUs, not GRES": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "srun: error: Unable to create step for job 4242: More processors requested than permitted")),
+        "a node configuration the partition lacks": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available")),
+    }),
+    ("slurm-step-resources-busy", failed("", status="hang", phase="startup", error_class=None, launcher_tail=(
+            "srun: Job 77 step creation temporarily disabled, retrying (Requested nodes are busy)")), {
+        "the job itself waiting in the queue": failed("", status="hang", phase="startup", error_class=None,
+                                                      launcher_tail=("srun: job 77 queued and waiting for resources")),
+        "a step refused outright": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "srun: error: Unable to create step for job 77: More processors requested than permitted")),
+    }),
+    ("accelerate-config-file-missing", failed("FileNotFoundError: The passed configuration file `configs/fsdp.yaml` "
+                                              "does not exist. Please pass an existing file to `accelerate launch`, "
+                                              "or use the default one created through `accelerate config`",
+                                              phase="startup", error_class="launcher"), {
+        "a model file missing": failed("FileNotFoundError: [Errno 2] No such file or directory: "
+                                       "'/root/.cache/huggingface/hub/models--gpt2/config.json'", phase="startup",
+                                       error_class="other"),
+        "DeepSpeed's config missing": failed("FileNotFoundError: [Errno 2] No such file or directory: "
+                                             "'configs/ds_config.json'", phase="startup", error_class="other"),
+    }),
+    ("lightning-requested-gpu-missing", failed("lightning.fabric.utilities.exceptions.MisconfigurationException: You "
+                                               "requested gpu: [0, 1, 2, 3]\n But your machine only has: [0, 1]",
+                                               phase="startup", error_class="launcher"), {
+        "no GPU at all": failed("lightning_fabric.utilities.exceptions.MisconfigurationException: No supported gpu "
+                                "backend found!", phase="startup", error_class="launcher"),
+        "CUDA's bad ordinal": failed("RuntimeError: CUDA error: invalid device ordinal", phase="init",
+                                     error_class="cuda"),
     }),
 ]
 

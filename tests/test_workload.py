@@ -381,6 +381,14 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "An ORTE daemon has unexpectedly failed after launch and before\ncommunicating back to mpirun.",
      "launcher"),
     ("ValueError", "No slot '2' specified on host 'work1'", "launcher"),
+    ("", "--------\nmpirun has detected an attempt to run as root.\n\nRunning as root is *strongly* discouraged",
+     "launcher"),
+    ("", "srun: error: Unable to create step for job 123: Invalid generic resource (gres) specification", "launcher"),
+    ("", "srun: Job 42 step creation temporarily disabled, retrying (Requested nodes are busy)", "launcher"),
+    ("RuntimeError", "Unable to proceed, no GPU resources available", "launcher"),
+    ("RuntimeError", "Distributed package doesn't have MPI built in. MPI is only included if you build PyTorch "
+                     "from source on a host that has MPI installed.", "import"),
+    ("RuntimeError", "PyTorch built without distributed support", "import"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

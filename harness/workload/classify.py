@@ -119,7 +119,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                        r"(?:return code|exit ?code|exit status|exits with return)\W{0,4}-7\b", re.I)),
     # a library that cannot be loaded, or two that do not fit (two NCCLs side by side)
     ("import", re.compile(r"ModuleNotFoundError|No module named|cannot open shared object file|"
-                          r"undefined symbol|doesn't have NCCL built in|NCCL is not available", re.I)),
+                          r"undefined symbol|doesn't have NCCL built in|NCCL is not available|"
+                          # a torch built without a backend (MPI: only from source) or without torch.distributed
+                          # at all (Windows before 1.7, a source build without it)
+                          r"doesn't have (?:MPI|UCC) built in|PyTorch built without distributed support", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
                         r"device-side assert|uncorrectable ECC|Xid|"
@@ -192,6 +195,17 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # DeepSpeed's runner: --include/--exclude naming a slot the hostfile lacks
                             r"No slot .?\d+.? specif\w{0,6} on host|"
                             r"\bbtl_tcp_endpoint\.c:|not enough slots available in the system|"
+                            # Open MPI's mpirun (PRRTE's prterun) refusing to start as root
+                            r"(?:mpirun|prterun|orterun|mpiexec) has detected an attempt to run as root|"
+                            # Slurm refusing the job or its step before any task starts (GRES, CPUs, a step
+                            # waiting for resources another step holds)
+                            r"\b(?:srun|sbatch|salloc): error: (?:Unable to (?:create step|allocate resources)|"
+                            r"Batch job submission failed|Invalid generic resource)|"
+                            r"step creation (?:temporarily|still) disabled, retrying|"
+                            # DeepSpeed's runner that counts no GPU; Lightning's device list naming a GPU the
+                            # process cannot see; Accelerate's config file absent
+                            r"no GPU resources available|You requested gpus?: \[[\d, ]*\]\s{1,8}But your machine only has|"
+                            r"No such file or directory: \S{0,300}accelerate/default_config\.ya?ml|"
                             # the store's client socket timing out: the rendezvous, not a collective
                             r"DistStoreError: Socket Timeout")),
     # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
