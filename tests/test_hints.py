@@ -629,6 +629,11 @@ CASES = [
                                 "to float16.", phase="prepare", error_class="cuda", capability="8.0"),
         "fp16 overflow": failed("RuntimeError: value cannot be converted to type at::Half without overflow",
                                 phase="step", error_class="other"),
+        # below what vLLM supports at all: float16 does not help (gpu-capability-below-minimum)
+        "a P100 under vLLM": failed("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+                                    "Tesla P100-PCIE-16GB GPU has compute capability 6.0.\nRuntimeError: GPUs with "
+                                    "compute capability below 7.0 are not supported.", error_class="cuda",
+                                    capability="6.0"),
     }),
     ("gpu-memory-held-elsewhere", failed("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 47.54 GiB "
                                          "total capacity; 194.45 MiB already allocated; 4.88 MiB free; 686.00 MiB reserved "
@@ -711,6 +716,8 @@ CASES = [
     }),
     ("nccl-not-built-in", failed("RuntimeError: Distributed package doesn't have NCCL built in"), {
         "no MPI": failed("RuntimeError: Distributed package doesn't have MPI built in"),
+        # torch's own warning where NCCL is built in but finds no GPU (no-gpu-in-container's territory)
+        "NCCL with no GPU": failed("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"),
     }),
     ("barrier-device-unknown", make_record(status="hang", phase="init", launcher_tail=BARRIER_WARNING), {
         "passed": make_record(status="pass", launcher_tail=BARRIER_WARNING),
@@ -924,6 +931,10 @@ CASES = [
             "program: invalid argument: unknown")),
         "no devices controller at all": failed("", phase="startup", error_class="launcher", launcher_tail=(
             "nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.")),
+        # the query refused for another reason than the right to change cgroups (the kernel's)
+        "the query refused by the kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters "
+            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: invalid argument: unknown.")),
         "NVML refused inside a started container": failed("", phase="startup", error_class="driver",
                                                           launcher_tail="Failed to initialize NVML: Unknown Error"),
     }),
@@ -1071,6 +1082,58 @@ CASES = [
                                 "backend found!", phase="startup", error_class="launcher"),
         "CUDA's bad ordinal": failed("RuntimeError: CUDA error: invalid device ordinal", phase="init",
                                      error_class="cuda"),
+    }),
+    ("stray-context-on-gpu0", failed("", phase="step", error_class="oom", launcher_tail=(
+            "|    0   N/A  N/A     41233      C   /usr/bin/python3                      20112MiB |\n"
+            "|    0   N/A  N/A     41234      C   /usr/bin/python3                        522MiB |\n"
+            "|    1   N/A  N/A     41234      C   /usr/bin/python3                      20080MiB |")), {
+        "one process per GPU": failed("", phase="step", error_class="oom", launcher_tail=(
+            "|    0   N/A  N/A     41233      C   /usr/bin/python3                      20112MiB |\n"
+            "|    1   N/A  N/A     41234      C   /usr/bin/python3                      20080MiB |")),
+        "another PID beginning alike": failed("", phase="step", error_class="oom", launcher_tail=(
+            "|    0      4123     C   python                                        11000MiB |\n"
+            "|    1      41234    C   python                                        11000MiB |")),
+    }),
+    ("gpu-capability-below-minimum", failed(
+            "RuntimeError: Found Tesla P40 which is too old to be supported by the triton GPU compiler, which is used "
+            "as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
+            "capability 6.1", phase="step", error_class="other", capability="6.1"), {
+        # a V100 lacks bf16 only: float16 runs (bf16-unsupported-gpu)
+        "bf16 on a V100": failed("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+                                 "8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0.", error_class="other",
+                                 capability="7.0"),
+        "the GPU measured newer": failed("RuntimeError: GPUs with compute capability below 7.0 are not supported.",
+                                         error_class="other", capability="8.0"),
+        "a build without the architecture": failed(
+            "Found GPU0 Tesla K80 which is of cuda capability 3.7. PyTorch no longer supports this GPU because it is "
+            "too old. The minimum cuda capability supported by this library is 5.0.", error_class="cuda",
+            capability="3.7"),
+    }),
+    ("nvidia-dkms-build-failed", failed("", phase="startup", error_class="driver", launcher_tail=(
+            "Error! Bad return status for module build on kernel: 6.8.0-31-generic (x86_64)\n"
+            "Consult /var/lib/dkms/nvidia/535.171.04/build/make.log for more information.")), {
+        "another module's DKMS build": failed("", phase="startup", error_class="driver", launcher_tail=(
+            "Error! Bad return status for module build on kernel: 6.8.0-31-generic (x86_64)\n"
+            "Consult /var/lib/dkms/zfs/2.2.2/build/make.log for more information.")),
+        "the module built, not loaded": failed("", phase="startup", error_class="driver", launcher_tail=(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+            "NVIDIA driver is installed and running.")),
+    }),
+    ("container-device-unknown", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "docker: Error response from daemon: failed to create task for container: ... error running hook #0: "
+            "error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+            "nvidia-container-cli: device error: GPU-3f1c8a2e-77b0-1d5e-9c4a-2b6e0d8f1a93: unknown device: unknown.")), {
+        "a rank's own ordinal": failed("RuntimeError: CUDA error: invalid device ordinal", error_class="cuda"),
+        "the hook's driver": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.")),
+    }),
+    ("toolkit-ldconfig-path", failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "stderr: nvidia-container-cli: ldcache error: process /sbin/ldconfig failed with error code: 127: "
+            "unknown.")), {
+        # ldconfig ran and failed: not its path
+        "ldconfig itself failed": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "stderr: nvidia-container-cli: ldcache error: process /sbin/ldconfig.real failed with error code: 1: "
+            "unknown.")),
     }),
 ]
 

@@ -389,6 +389,11 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("RuntimeError", "Distributed package doesn't have MPI built in. MPI is only included if you build PyTorch "
                      "from source on a host that has MPI installed.", "import"),
     ("RuntimeError", "PyTorch built without distributed support", "import"),
+    ("RuntimeError", "CUDA error: the provided PTX was compiled with an unsupported toolchain.", "driver"),
+    ("", "Error! Bad return status for module build on kernel: 6.8.0-31-generic (x86_64)", "driver"),
+    ("", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
+         "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted", "launcher"),
+    ("UserWarning", "Attempted to get default timeout for nccl backend, but NCCL support is not compiled", "import"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

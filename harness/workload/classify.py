@@ -75,13 +75,21 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # the driver's own library absent where a CUDA program runs (a container started
                           # without the GPU: nvidia-docker#753), the driver's module not loaded (enroot's hook)
                           r"libcuda\.so[.\d]*: cannot open shared object|shared object file libcuda\.so|"
-                          r"Kernel module nvidia\w* is not loaded", re.I)),
+                          r"Kernel module nvidia\w* is not loaded|"
+                          # PTX written by a newer toolkit than the driver's JIT compiles (cudaErrorUnsupportedPtxVersion,
+                          # 222): the driver older than the code, as "insufficient" above; DKMS unable to build a
+                          # kernel module (the NVIDIA driver's) for the running kernel
+                          r"PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion|"
+                          r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Bad return status for module build on kernel", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
     # unknown runtime or unresolvable CDI device. No rank started, so it is the launcher's failure; an
     # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
+                            # the hook's query of the container's device cgroup filters (cgroup v2), also
+                            # where the line lost the hook's name
+                            r"bpf_prog_query\(BPF_CGROUP_DEVICE\)|"
                             r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices|"
                             # a CDI spec naming device nodes the host no longer has (podman, docker 25+)
                             r"setting up CDI devices|failed to inject (?:CDI )?devices|"
@@ -122,7 +130,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"undefined symbol|doesn't have NCCL built in|NCCL is not available|"
                           # a torch built without a backend (MPI: only from source) or without torch.distributed
                           # at all (Windows before 1.7, a source build without it)
-                          r"doesn't have (?:MPI|UCC) built in|PyTorch built without distributed support", re.I)),
+                          r"doesn't have (?:MPI|UCC) built in|PyTorch built without distributed support|"
+                          # torch's warning where the nccl backend is asked of a build without it
+                          r"NCCL support is not compiled", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
                         r"device-side assert|uncorrectable ECC|Xid|"
