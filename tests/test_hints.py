@@ -324,6 +324,11 @@ CASES = [
     }),
     ("local-rank-argument", failed("main.py: error: unrecognized arguments: --local-rank=0", error_class="launcher"), {
         "another argument": failed("main.py: error: unrecognized arguments: --batch-size=8", error_class="launcher"),
+        # DeepSpeed's --local_rank before a single config file: the parser refused the file (its own hint)
+        "a config file left over too": failed("ValueError: Some specified arguments are not used by the HfArgumentParser: "
+                                              "['--local_rank=0', 'examples/train_lora/llama3_lora_sft.yaml']",
+                                              error_class="other"),
+        "another click option": failed("Error: No such option: --local-batch-size", error_class="other"),
     }),
     ("world-size-mismatch", warned("bootstrap.cc:190 NCCL WARN Bootstrap Root : mismatch in rank count from procs 6 : 3"), {
         "a bootstrap that could not connect": warned("bootstrap.cc:68 NCCL WARN Bootstrap Root : Connection refused"),
@@ -512,6 +517,8 @@ CASES = [
         "NVML answered in the rank": failed("", phase="startup", launcher_tail="Failed to initialize NVML: "
                                             "Driver/library version mismatch", nvml=NVML_DEFAULT),
         "another NVML error": failed("", phase="startup", launcher_tail="Failed to initialize NVML: Unknown Error"),
+        "pynvml's other errors": failed("", phase="startup", launcher_tail="pynvml.NVMLError_LibraryNotFound: NVML "
+                                        "Shared Library Not Found"),
     }),
     ("cuda-stub-library", failed("CUDA API Error at line 28: CUDA driver is a stub library", error_class="driver"), {
         "the driver's own library missing": failed("libcuda.so.1: cannot open shared object file: No such file or "
@@ -549,6 +556,12 @@ CASES = [
                                              "could not select device driver \"\" with capabilities: [[gpu]]."), {
         "NVML mismatch in the hook": failed("", phase="startup", launcher_tail="nvidia-container-cli: initialization "
                                             "error: nvml error: driver/library version mismatch: unknown."),
+        # Docker 25 to 28.1 asked for a CDI device with the cdi feature off: engine-without-cdi
+        "the cdi driver off": failed("", phase="startup", launcher_tail="docker: Error response from daemon: could not "
+                                     "select device driver \"cdi\" with capabilities: []."),
+        "another runtime class": failed("", phase="startup", launcher_tail="Failed to create pod sandbox: rpc error: "
+                                        "code = Unknown desc = failed to get sandbox runtime: no runtime for \"kata\" "
+                                        "is configured"),
     }),
     ("cdi-device-unresolvable", failed("", phase="startup", launcher_tail="Error: setting up CDI devices: unresolvable "
                                        "CDI devices nvidia.com/gpu=all", error_class="launcher"), {
@@ -799,6 +812,8 @@ CASES = [
     }),
     ("engine-without-cdi", failed("", phase="startup", launcher_tail="Error: stat nvidia.com/gpu=all: no such file or directory"), {
         "a device path missing": failed("", phase="startup", launcher_tail="Error: stat /dev/nvidia3: no such file or directory"),
+        "no NVIDIA device driver in docker": failed("", phase="startup", launcher_tail="docker: Error response from "
+                                                    "daemon: could not select device driver \"\" with capabilities: [[gpu]]."),
     }),
     ("cdi-spec-unparsable", failed("", phase="startup", launcher_tail=(
             'failed to load CDI Spec failed to parse CDI Spec "/etc/cdi/nvidia.yaml": failed to unmarshal CDI Spec: '
@@ -814,6 +829,8 @@ CASES = [
         "the toolkit's own hook": failed("", phase="startup", launcher_tail=(
             "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
             "object file: no such file or directory")),
+        # NVML loaded and answering: the kernel module is the one missing (driver-module-not-loaded)
+        "the driver not loaded": failed("", phase="startup", launcher_tail="Failed to initialize NVML: Driver Not Loaded"),
     }),
     ("gpu-memory-too-small", failed("RuntimeError: CUDA out of memory. Tried to allocate 450.00 MiB (GPU 0; 10.73 GiB total "
                                     "capacity; 9.23 GiB already allocated; 7.75 MiB free; 542.02 MiB cached)",
@@ -843,6 +860,10 @@ CASES = [
             "SLURM's PMI support and therefore cannot\nexecute.")), {
         "srun's own failure": failed("", phase="startup", error_class="launcher",
                                      launcher_tail="srun: error: Unable to create step for job 42: Invalid generic resource"),
+        # Open MPI 5's PMIx_Init failing for another reason than srun's PMI-1/2 (no server at all, mpirun's own)
+        "PMIx failing otherwise": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "PMIx_Init failed for the following reason:\n\n  NOT-SUPPORTED\n\nOpen MPI requires access to a local PMIx "
+            "server to execute.")),
     }),
     ("pmix-psec-munge-missing", failed("", phase="startup", launcher_tail=(
             "A requested component was not found, or was unable to be opened.\n\nHost:      n1\n"
@@ -1005,6 +1026,8 @@ CASES = [
     ("launcher-not-on-path", failed("", phase="startup", error_class="launcher",
                                     launcher_tail="run.sh: line 12: torchrun: command not found"), {
         "MPI's daemon": failed("", phase="startup", error_class="launcher", launcher_tail="bash: orted: command not found"),
+        "fish missing another command": failed("", phase="startup", error_class="launcher",
+                                               launcher_tail="fish: Unknown command: nvidia-smi"),
         "the package missing in python": failed("ModuleNotFoundError: No module named 'accelerate'", phase="startup",
                                                 error_class="import"),
     }),

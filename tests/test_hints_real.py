@@ -348,6 +348,23 @@ FORMATS = [
     ("launcher", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown.", "toolkit-cgroups-not-writable"),
     ("rank-error", "numba.cuda.cudadrv.driver.LinkerError: [222] Call to cuLinkAddData results in CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "ptx-newer-than-driver"),
     ("launcher", "nvidia-container-cli.real: initialization error: driver rpc error: timed out: unknown.", "container-cli-driver-init"),
+    # issue 23, driver / container / launchers: the same causes in other releases' and other tools' words
+    ("launcher", "ERROR: This container was built for NVIDIA Driver Release 530.30 or later, but\n       version 470.82.01 was detected and compatibility mode is UNAVAILABLE.\n\n       [[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]", "driver-too-old"),
+    ("launcher", "ERROR: This container was built for NVIDIA Driver Release 440.33 or later, but\n       version 418.67 was detected and compatibility mode is UNAVAILABLE.\n\n       [[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]", "cuda-compat-unsupported-gpu"),
+    ("traceback", "  File \"/usr/lib/python3/dist-packages/pynvml.py\", line 2248, in nvmlInit\n    _nvmlCheckReturn(ret)\npynvml.NVMLError_DriverNotLoaded: Driver Not Loaded", "driver-module-not-loaded"),
+    ("traceback", "pynvml.NVMLError_NoPermission: Insufficient Permissions", "gpu-device-permission-denied"),
+    ("traceback", "  File \"/opt/conda/lib/python3.10/site-packages/pynvml.py\", line 979, in _nvmlCheckReturn\n    raise NVMLError(ret)\npynvml.NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.", "nvml-driver-mismatch"),
+    ("launcher", "I0315 10:22:01.123456       1 main.go:256] Retrieving plugins.\nE0315 10:22:01.123789       1 factory.go:87] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.\nE0315 10:22:01.123801       1 factory.go:88] If this is a GPU node, did you set the docker default runtime to `nvidia`?", "nvml-library-not-loaded"),
+    ("traceback", "pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found", "nvml-library-not-loaded"),
+    ("launcher", "Usage: train.py [OPTIONS]\nTry 'train.py --help' for help.\n\nError: No such option: --local-rank", "local-rank-argument"),
+    ("traceback", "absl.flags._exceptions.UnrecognizedFlagError: Unknown command line flag 'local_rank'", "local-rank-argument"),
+    ("traceback", "ValueError: Some specified arguments are not used by the HfArgumentParser: ['--local_rank=1']", "local-rank-argument"),
+    ("launcher", "torchrun: The term 'torchrun' is not recognized as a name of a cmdlet, function, script file, or executable program.\nCheck the spelling of the name, or if a path was included, verify that the path is correct and try again.", "launcher-not-on-path"),
+    ("launcher", "fish: Unknown command: accelerate", "launcher-not-on-path"),
+    ("launcher", "fish: Unknown command 'deepspeed'", "launcher-not-on-path"),
+    ("launcher", "No PMIx server was reachable, but a PMI1/2 was detected.\nIf srun is being used to launch application,  4 singletons will be started.", "ompi-without-slurm-pmi"),
+    ("launcher", "docker: Error response from daemon: could not select device driver \"cdi\" with capabilities: [].", "engine-without-cdi"),
+    ("launcher", "Warning  FailedCreatePodSandBox  8s (x21 over 9m2s)  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" is configured", "container-gpu-runtime-missing"),
 ]
 
 

@@ -394,6 +394,20 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
          "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted", "launcher"),
     ("UserWarning", "Attempted to get default timeout for nccl backend, but NCCL support is not compiled", "import"),
+    # other tools' words for classes the rules know (issue 23): pynvml's, go-nvml's, click's, absl's,
+    # HfArgumentParser's, fish's and PowerShell's, Open MPI 5's, containerd's
+    ("NVMLError_LibRmVersionMismatch", "RM has detected an NVML/RM version mismatch.", "driver"),
+    ("NVMLError_DriverNotLoaded", "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded", "driver"),
+    ("", "E0315 factory.go:87] Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.", "driver"),
+    ("", "Error: No such option: --local-rank", "launcher"),
+    ("UnrecognizedFlagError", "Unknown command line flag 'local_rank'", "launcher"),
+    ("ValueError", "Some specified arguments are not used by the HfArgumentParser: ['--local_rank=0']", "launcher"),
+    ("", "fish: Unknown command: torchrun", "launcher"),
+    ("", "torchrun: The term 'torchrun' is not recognized as a name of a cmdlet, function, script file, or "
+         "executable program.", "launcher"),
+    ("", "No PMIx server was reachable, but a PMI1/2 was detected.\nIf srun is being used to launch application,  "
+         "2 singletons will be started.", "launcher"),
+    ("", "failed to get sandbox runtime: no runtime for \"nvidia\" is configured", "launcher"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

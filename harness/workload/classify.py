@@ -62,6 +62,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # modprobe that cannot insert the driver's uvm module; NVML's library not found (the
                           # driver's user space absent, or not injected into the container)
                           r"could not (?:insert|find module by name=?) ?.nvidia\w{0,12}_uvm|could not load NVML library|"
+                          # the same NVML failures in nvidia-ml-py's (pynvml's) words and go-nvml's code name
+                          # (the Kubernetes device plugin's "Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND")
+                          r"NVMLError_(?:DriverNotLoaded|LibRmVersionMismatch|LibraryNotFound|NoPermission)\b|"
+                          r"RM has detected an NVML/RM version mismatch|NVML Shared Library Not Found|"
+                          r"(?:NVML_|\b)ERROR_LIBRARY_NOT_FOUND\b|"
                           # torch's CUDA initialisation failing with cudaErrorUnknown (a missing
                           # /dev/nvidia-uvm, pytorch/pytorch#49081: "CUDA unknown error - this may be due to an
                           # incorrectly set up environment"), and torch's extension builder finding no GPU
@@ -91,6 +96,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # where the line lost the hook's name
                             r"bpf_prog_query\(BPF_CGROUP_DEVICE\)|"
                             r"unknown or invalid runtime name|Unknown runtime specified|unresolvable CDI devices|"
+                            # containerd's CRI without the runtime class's runtime (the toolkit not registered there)
+                            r"no runtime for \"nvidia\" is configured|"
                             # a CDI spec naming device nodes the host no longer has (podman, docker 25+)
                             r"setting up CDI devices|failed to inject (?:CDI )?devices|"
                             # an engine without CDI taking the name for a path; a spec it cannot parse
@@ -179,11 +186,20 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # the launcher's own argument to the script, and MPI's start-up (ssh to each
                             # host, its daemons, its TCP transport between them)
                             r"unrecognized arguments: (?:--|\u2013|\u2014)local[-_]rank|Could not consume arg: --local[-_]rank|"
+                            # the same in click's, absl's and transformers' HfArgumentParser's words
+                            r"No such option: --local[-_]rank\b|Unknown command line flag .local[-_]rank.|"
+                            r"not used by the HfArgumentParser: \[.--local[-_]rank(?:=\d+)?.\]|"
+                            # a launcher not on PATH in fish's and Windows' words (bash's and sh's: MISSING_COMMAND)
+                            r"\bfish: Unknown command:? .?(?:torchrun|accelerate|deepspeed|mpirun|srun)\b|"
+                            r".(?:torchrun|accelerate|deepspeed|mpirun|mpiexec). is not recognized as (?:an internal or "
+                            r"external command|(?:the|a) name of a cmdlet)|"
                             # c10d's store unable to listen (a port in use, or one below 1024 without root)
                             r"The server socket has failed to (?:listen|bind)|"
                             # MPI's start-up: ORTE without its executables, Open MPI without Slurm's PMI; Ray's
                             # worker that never registered with the head
                             r"A system-required executable either could not be found|OMPI was not built with SLURM.s PMI|"
+                            # Open MPI 5 (PMIx only) started by srun with a PMI-1/2 plugin
+                            r"No PMIx server was reachable, but a PMI1/2 was detected|"
                             r"The current node timed out during startup|Failed to get node info|"
                             r"Could not resolve hostname|"
                             # ssh to another host failing (no route, no key, another port): exit 255 is ssh's own
