@@ -394,6 +394,12 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
          "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted", "launcher"),
     ("UserWarning", "Attempted to get default timeout for nccl backend, but NCCL support is not compiled", "import"),
+    ("ValueError", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                   "initializing the engine.", "oom"),
+    ("", 'Error: Warmup(Generation("Not enough memory to handle 4096 prefill tokens. You need to decrease '
+         '`--max-batch-prefill-tokens`"))', "oom"),
+    ("RuntimeError", "Not enough memory. Please try to increase --mem-fraction-static.", "oom"),
+    ("", "/usr/bin/ld: cannot find -lcuda: No such file or directory", "import"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
