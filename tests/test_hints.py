@@ -1158,6 +1158,77 @@ CASES = [
             "stderr: nvidia-container-cli: ldcache error: process /sbin/ldconfig.real failed with error code: 1: "
             "unknown.")),
     }),
+    ("tgi-warmup-token-budget", failed(
+            "RuntimeError: Not enough memory to handle 8192 prefill tokens. You need to decrease "
+            "`--max-batch-prefill-tokens`", phase="startup", error_class="oom"), {
+        # the router's own form, and 0.9's, are the same budget (in the signature); a plain CUDA OOM is not
+        "a CUDA OOM while serving": failed("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 "
+                                           "GiB", phase="step", error_class="oom"),
+        "vLLM's KV cache check": failed("ValueError: No available memory for the cache blocks. Try increasing "
+                                        "`gpu_memory_utilization` when initializing the engine.", error_class="oom"),
+    }),
+    ("engine-memory-fraction-too-low", failed(
+            "(EngineCore_DP0 pid=2231) ERROR 10-25 13:08:43 [core.py:708] ValueError: No available memory for the "
+            "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+            phase="startup", error_class="oom"), {
+        # the KV cache exists but is shorter than the model's length: vllm-kv-cache-too-small
+        "a KV cache shorter than max_model_len": failed(
+            "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+            "stored in KV cache (16816). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+            "when initializing the engine.", error_class="oom"),
+        # other processes hold memory: vLLM's start-up check of the free memory, another cause's message
+        "less free memory than the share": failed(
+            "ValueError: Free memory on device (59.32/79.15 GiB) on startup is less than desired GPU memory "
+            "utilization (0.9, 71.24 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+            "processes.", error_class="oom"),
+    }),
+    ("tp-size-not-dividing-heads", failed(
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, Total "
+            "number of attention heads (64) must be divisible by tensor parallel size (3).", phase="startup",
+            error_class="other"), {
+        "more ranks than GPUs": failed("ValueError: The number of required GPUs exceeds the total number of "
+                                       "available GPUs in the placement group.", phase="startup", error_class="other"),
+        "an expert-parallel count": failed("AssertionError: n_physical_experts=256 must be divisible by ep_size=3. "
+                                           "Adjust num_redundant_experts.", phase="startup", error_class="other"),
+    }),
+    ("triton-libcuda-missing", failed(
+            "/usr/bin/ld: cannot find -lcuda: No such file or directory\ncollect2: error: ld returned 1 exit status",
+            phase="step", error_class="import"), {
+        # the driver library found but a stub: another cause's message
+        "the toolkit's stub libcuda": failed("RuntimeError: CUDA driver is a stub library", error_class="cuda"),
+        "another library missing": failed("/usr/bin/ld: cannot find -lcudart: No such file or directory",
+                                          error_class="import"),
+    }),
+    ("trtllm-mpi-world-size", failed(
+            "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: MPI size 1 != TP size 2 * PP size 1 "
+            "(/src/tensorrt_llm/cpp/tensorrt_llm/runtime/worldConfig.cpp:99)", phase="startup", error_class="other"), {
+        "an MPI error of its own": failed("terminate called after throwing an instance of "
+                                          "'tensorrt_llm::common::TllmException' what():  [TensorRT-LLM][ERROR] "
+                                          "Assertion failed: Failed: MPI error", error_class="other"),
+        "torch's world size": failed("ValueError: Error initializing torch.distributed using env:// rendezvous: "
+                                     "environment variable WORLD_SIZE expected, but not set", error_class="launcher"),
+    }),
+    ("vllm-pp-unsupported-model", failed(
+            "NotImplementedError: Pipeline parallelism is not supported for this model. Supported models implement "
+            "the `SupportsPP` interface.", phase="startup", error_class="other"), {
+        "an unsupported architecture altogether": failed(
+            "ValueError: Model architectures ['FooForCausalLM'] are not supported for now.", error_class="other"),
+        "layers not divisible": failed("ValueError: Total number of hidden layers (61) must be divisible by "
+                                       "pipeline parallel size (2).", error_class="other"),
+    }),
+    ("ray-resources-oversubscribed", failed("", status="hang", phase="init", error_class=None, launcher_tail=(
+            "(autoscaler +1m2s) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0, "
+            "'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider creating "
+            "fewer actors or adding more nodes to this Ray cluster.")), {
+        # a request no node type can ever satisfy: another message (and cause)
+        "an infeasible request": failed("", status="hang", phase="init", error_class=None, launcher_tail=(
+            "(autoscaler +1m2s) Error: No available node types can fulfill resource request {'node:10.0.0.5': 0.001, "
+            "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.")),
+        "vLLM waiting for its placement group": failed("", status="hang", phase="init", error_class=None,
+                                                       launcher_tail=(
+            "INFO 08-23 10:16:22 ray_utils.py:174] Waiting for creating a placement group of specs for 10 seconds. "
+            "specs=[{'node:10.0.0.5': 0.001, 'GPU': 1.0}, {'GPU': 1.0}].")),
+    }),
 ]
 
 

@@ -408,6 +408,13 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "No PMIx server was reachable, but a PMI1/2 was detected.\nIf srun is being used to launch application,  "
          "2 singletons will be started.", "launcher"),
     ("", "failed to get sandbox runtime: no runtime for \"nvidia\" is configured", "launcher"),
+    # inference engines' start-up memory checks and Triton's link of libcuda
+    ("ValueError", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                   "initializing the engine.", "oom"),
+    ("", 'Error: Warmup(Generation("Not enough memory to handle 4096 prefill tokens. You need to decrease '
+         '`--max-batch-prefill-tokens`"))', "oom"),
+    ("RuntimeError", "Not enough memory. Please try to increase --mem-fraction-static.", "oom"),
+    ("", "/usr/bin/ld: cannot find -lcuda: No such file or directory", "import"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

@@ -124,7 +124,13 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory|"
                        # vLLM: the GPU memory left for the KV cache holds fewer tokens than the model's length
-                       r"maximum number of tokens that can be stored in KV cache", re.I)),
+                       r"maximum number of tokens that can be stored in KV cache|"
+                       # the serving engines' start-up memory budgets: vLLM's KV cache with no block left,
+                       # TGI's warmup of its largest batch, SGLang's static memory pool
+                       r"No available memory for the cache blocks|"
+                       r"Not enough memory to handle (?:\d+ (?:total tokens|prefill tokens)|`max_total_tokens=\d+`)|"
+                       r"Not enough memory\. Please try to increase --mem-fraction-static|"
+                       r"leave no GPU memory for the KV cache", re.I)),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory|"
                        # UCX's shared-memory (mm) transport unable to allocate its receive FIFO
@@ -139,7 +145,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # at all (Windows before 1.7, a source build without it)
                           r"doesn't have (?:MPI|UCC) built in|PyTorch built without distributed support|"
                           # torch's warning where the nccl backend is asked of a build without it
-                          r"NCCL support is not compiled", re.I)),
+                          r"NCCL support is not compiled|"
+                          # Triton linking its launcher against the driver library (-lcuda) and finding none
+                          r"cannot find -lcuda\b|libcuda\.so cannot found", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
                         r"device-side assert|uncorrectable ECC|Xid|"
