@@ -394,6 +394,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
          "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted", "launcher"),
     ("UserWarning", "Attempted to get default timeout for nccl backend, but NCCL support is not compiled", "import"),
+    # NCCL 2.27+ names the peer in its socket-type check; gloo 2025+ says a refused connect "timed out"
+    ("", "socketFinalizeAccept from 10.0.0.2<51234>: wrong type 4 != 3", "nccl"),
+    ("RuntimeError", "[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+                     "Connection refused, remote=[node-1]:43275", "other"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
