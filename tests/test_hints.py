@@ -213,6 +213,10 @@ CASES = [
         # UCX's shared-memory FIFO failing where /dev/shm was measured large: its size is not the cause
         "UCX's FIFO, large shm": failed("", launcher_tail="mm_iface failed to allocate receive FIFO\n[ucp_address_unpack] "
                                                           "Caught signal 11 (Segmentation fault)", shm=16 * GiB),
+        # NCCL 2.18.3-2.22 say the errno only in the INFO trace before the segment's WARN
+        "NCCL 2.19's permission denied": shm_fail(error="NCCL INFO misc/shmutils.cc:68 -> 2 (Permission denied)\n"
+                                                        "NCCL WARN Error while creating shared memory segment "
+                                                        "/dev/shm/nccl-x (size 9637888)"),
     }),
     ("shm-permission-denied", warned("include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
                                      error_class="shm", shm_writable=False), {
@@ -332,6 +336,9 @@ CASES = [
     }),
     ("world-size-mismatch", warned("bootstrap.cc:190 NCCL WARN Bootstrap Root : mismatch in rank count from procs 6 : 3"), {
         "a bootstrap that could not connect": warned("bootstrap.cc:68 NCCL WARN Bootstrap Root : Connection refused"),
+        # NCCL 2.23+: the same rank count, but the ranks disagree on the number of bootstrap roots
+        "same nranks, other roots": warned("bootstrap.cc:310 NCCL WARN Bootstrap Root : mismatch in info from procs, "
+                                           "nranks 16 vs 16, nroots 1 vs 2, iroot 0 vs 1"),
     }),
     ("cpu-tensor-in-nccl-collective", failed("RuntimeError: Tensors must be CUDA and dense", error_class="nccl"), {
         "a sparse GPU tensor elsewhere": failed("RuntimeError: sparse tensors are not supported here", error_class="other"),
@@ -389,6 +396,9 @@ CASES = [
                          "No route to host", status="pass", phase=None),
         "peer reset": warned("misc/socket.cc:46 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<5000> "
                              "failed : Connection reset by peer"),
+        # NCCL 2.26+ retrying a refused connect that then succeeded: only the INFO, not the WARN
+        "a retry that went on": warned("NCCL INFO socketStartConnect: connect to 10.0.0.2<43215> returned Connection "
+                                       "refused, retrying (1/34) after sleep for 100 msec"),
     }),
     ("nccl-no-socket-interface", warned("bootstrap.cc:112 NCCL WARN Bootstrap : no socket interface found"), {
         "an interface was found": warned("NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"),
@@ -422,6 +432,11 @@ CASES = [
         "gloo's own timeout": failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
                                      "Timed out waiting 1800000ms for recv operation to complete",
                                      error_class="timeout"),
+        # a connected pair whose peer went away mid-run (pair.cc's read path), not its address
+        "a peer gone mid-run": failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+                                      "closed by peer [10.0.0.2]:43275", error_class="other"),
+        "a write to a peer that reset": failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:144] "
+                                               "write: Connection reset by peer", error_class="other"),
     }),
     ("efa-devices-not-in-container", warned("nccl_net_ofi_rdma_init:8012 NCCL WARN NET/OFI OFI fi_getinfo() call "
                                             "failed: No data available"), {
@@ -738,6 +753,9 @@ CASES = [
     ("nccl-peers-disagree-on-network", warned("misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3"), {
         "a socket that failed": warned("misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43123> "
                                        "failed : Software caused connection abort"),
+        # NCCL 2.30.7: a stray connection (another job, a port scan) that is not NCCL's at all
+        "a stray connection": warned("NCCL INFO socketFinalizeAccept from 10.0.0.9<51234>: socket magic mismatch (peer "
+                                     "0x474554202f20485 != expected 0x3f8a2c51b7e9d406), discarding peer connection"),
     }),
     ("nccl-version-bug", warned("graph/rings.cc:38 NCCL WARN Error : ring 0 does not loop back to start (13 != 15).",
                                 nccl_loaded="2.19.3"), {

@@ -365,7 +365,41 @@ FORMATS = [
     ("launcher", "No PMIx server was reachable, but a PMI1/2 was detected.\nIf srun is being used to launch application,  4 singletons will be started.", "ompi-without-slurm-pmi"),
     ("launcher", "docker: Error response from daemon: could not select device driver \"cdi\" with capabilities: [].", "engine-without-cdi"),
     ("launcher", "Warning  FailedCreatePodSandBox  8s (x21 over 9m2s)  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" is configured", "container-gpu-runtime-missing"),
+    # issue 23, NCCL's own and torch.distributed's (gloo's) messages in other releases' words
+    # NCCL 2.18.3-2.22: the errno only in SYSCHECKGOTO's INFO trace (include/checks.h)
+    ("nccl-log", "node1:1:2 [0] NCCL INFO misc/shmutils.cc:68 -> 2 (Permission denied)\nnode1:1:2 [0] misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Ab12Cd (size 9637888)", "shm-permission-denied"),
+    # NCCL 2.26 and 2.27+ after retrying a refused / unreachable connect (misc/socket.cc)
+    ("nccl-log", "node1:1:1 [0] misc/socket.cc:544 NCCL WARN socketPollConnect: connect returned Connection refused, exceeded error retry count (35)", "nccl-socket-ifname"),
+    ("nccl-log", "node1:1:1 [0] misc/socket.cc:578 NCCL WARN socketStartConnect: connect to 10.0.0.2<43215> returned No route to host, exceeded error retry count after 35 attempts", "nccl-socket-ifname"),
+    # NCCL 2.23+ bootstrap root (bootstrap.cc)
+    ("nccl-log", "node1:1:1 [0] bootstrap.cc:310 NCCL WARN Bootstrap Root : mismatch in info from procs, nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0", "world-size-mismatch"),
+    # graph/xml.cc's other parse error and graph file, NCCL 2.30.7's graph/topo.cc
+    ("nccl-log", "node1:1:1 [0] graph/xml.cc:102 NCCL WARN XML Parse error : unterminated comment", "nccl-topology-file"),
+    ("nccl-log", "node1:1:1 [0] graph/xml.cc:854 NCCL WARN Could not open XML graph file /opt/microsoft/ndv4-graph.xml : No such file or directory", "nccl-topology-file"),
+    ("rank-error", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3690, internal error - please report this issue to the NCCL developers, NCCL version 2.30.7\nncclInternalError: Internal check failed.\nLast error:\nncclTopoGetSystemFromXml: system node not found in XML", "nccl-topology-file"),
+    # NCCL 2.27-2.30.4 and 2.30.7 (misc/socket.cc)
+    ("nccl-log", "node1:1:1 [0] misc/socket.cc:534 NCCL WARN socketFinalizeAccept from 10.0.0.2<51234>: wrong type 4 != 3", "nccl-peers-disagree-on-network"),
+    ("nccl-log", "node1:1:1 [0] NCCL INFO socketFinalizeAccept from 10.0.0.2<51234>: wrong socket type (peer 4 != expected 3 -- peer connected to wrong NCCL socket), discarding peer connection", "nccl-peers-disagree-on-network"),
+    # NCCL 2.28+ plugin/net.cc on the node that has the plugin
+    ("launcher", "h11:1:2 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\nh04:3:4 [0] NCCL INFO Successfully loaded external network plugin /opt/amazon/ofi-nccl/lib/libnccl-net.so", "net-plugin-on-some-nodes"),
+    # NCCL 2.30 misc/ibvsymbols.cc
+    ("launcher", "node1:1:1 [0] NCCL INFO Count not open libibverbs.so\nnode1:1:1 [0] NCCL INFO Count not open libibverbs.so.1\nnode1:1:1 [0] NCCL INFO NET/Socket : Using [0]ib0:10.1.0.2<0>", "ibverbs-missing"),
+    # gloo: torch 2.1-2.6 (one listening socket per device), torch 2.7+ (connect retries), device.cc's bind
+    ("rank-error", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:144] write: Connection refused", "gloo-socket-ifname"),
+    ("rank-error", "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: Connection refused, remote=[node-1]:43275", "gloo-socket-ifname"),
+    ("rank-error", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] bind_rv == 0. Unable to find address for node-1; bind(2) for 10.0.0.7 failed with: Cannot assign requested address", "gloo-socket-ifname"),
+    # gloo's collective timeout (tcp/unbound_buffer.cc)
+    ("rank-error", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete", "watchdog-timeout"),
 ]
+
+
+def test_an_nccl_net_channel_line_shows_the_ranks_connected():
+    """NCCL's network channel lines say the direction before "via" (transport/net.cc): a hang after them is
+    a transport hang (possibly: who was behind is not in a log)."""
+    for line in ("node1:1:9 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+                 "node1:1:9 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] [send] via NET/Socket/0"):
+        entry = {"id": "format", "where": "launcher", "excerpt": line, "expected_class": "hang", "cause": "?"}
+        assert "transport-hang" in fired(log_record(entry))
 
 
 def test_a_permission_error_on_dev_shm_is_not_called_a_size_problem():

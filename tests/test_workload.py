@@ -415,6 +415,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
          '`--max-batch-prefill-tokens`"))', "oom"),
     ("RuntimeError", "Not enough memory. Please try to increase --mem-fraction-static.", "oom"),
     ("", "/usr/bin/ld: cannot find -lcuda: No such file or directory", "import"),
+    # NCCL 2.27+ names the peer in its socket-type check; gloo 2025+ says a refused connect "timed out"
+    ("", "socketFinalizeAccept from 10.0.0.2<51234>: wrong type 4 != 3", "nccl"),
+    ("RuntimeError", "[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+                     "Connection refused, remote=[node-1]:43275", "other"),
     ("RuntimeError", "injected test fault", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:

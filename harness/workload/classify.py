@@ -176,7 +176,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
                         # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
-                        r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)|socketFinalizeAccept: wrong type")),
+                        r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)|"
+                        # NCCL 2.27+ names the peer: "socketFinalizeAccept from %s: wrong type" (2.30.7: "wrong
+                        # socket type (peer %d != expected %d ...)")
+                        r"socketFinalizeAccept(?: from \S+)?: wrong (?:socket )?type")),
     # a CPU tensor in a collective of an NCCL-only group, and DDP's parameter check that received nothing
     # from the other ranks (a network between them that does not carry NCCL's traffic)
     ("nccl", re.compile(r"Tensors must be CUDA and dense|No backend type associated with device type cpu|"
@@ -245,7 +248,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
     # nor a timeout, whatever its text around it says: "timeout=timeout)" in a traceback)
     ("other", re.compile(r"(?i:Gloo connectFullMesh failed)|gloo/transport/tcp/pair\.cc:\d+\] connect \[|"
-                         r"Unable to find address for: |gloo::IoException")),
+                         r"Unable to find address for:? |gloo::IoException|"
+                         # gloo since March 2025 (torch 2.7+): "timed out connecting: SO_ERROR: Connection
+                         # refused, remote=[...]", a refused connect, whatever "timed out" says
+                         r"SO_ERROR: [A-Za-z ]{1,40}, remote=")),
     # a command that does not exist where it starts
     *(("launcher", pattern) for pattern in MISSING_COMMAND),
     ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
