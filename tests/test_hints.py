@@ -1247,6 +1247,54 @@ CASES = [
             "INFO 08-23 10:16:22 ray_utils.py:174] Waiting for creating a placement group of specs for 10 seconds. "
             "specs=[{'node:10.0.0.5': 0.001, 'GPU': 1.0}, {'GPU': 1.0}].")),
     }),
+    ("ddp-no-trainable-params", failed(
+        "[rank1]: RuntimeError: DistributedDataParallel is not needed when a module doesn't have any parameter "
+        "that requires a gradient.", phase="prepare", error_class="other"), {
+        # unused parameters are another DDP refusal, at the first backward
+        "unused parameters": failed(
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
+            "This error indicates that your module has parameters that were not used in producing loss.",
+            phase="step", error_class="other"),
+    }),
+    ("zero3-device-map", failed(
+        "ValueError: DeepSpeed Zero-3 is not compatible with passing a `device_map`.", phase="prepare",
+        error_class="other"), {
+        "quantized model on another device": failed(
+            "ValueError: You can't train a model that has been loaded in 8-bit or 4-bit precision on a different "
+            "device than the one you're training on.", phase="prepare", error_class="other"),
+    }),
+    ("quantized-model-device-map", failed(
+        "ValueError: You can't train a model that has been loaded in 8-bit or 4-bit precision on a different device "
+        "than the one you're training on. Make sure you loaded the model on the correct device using for example "
+        "`device_map={'':torch.cuda.current_device()}`", phase="prepare", error_class="other"), {
+        # offloaded to CPU or disk: not a per-rank placement
+        "cpu offload": failed(
+            "ValueError: You can't train a model that has been loaded in 8-bit or 4-bit precision with CPU or disk "
+            "offload.", phase="prepare", error_class="other"),
+        "zero-3": failed(
+            "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a "
+            "`device_map`.", phase="prepare", error_class="other"),
+    }),
+    ("cuda-home-missing", failed(
+        "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA "
+        "op(s)", phase="prepare", error_class="other"), {
+        # a CPU-only torch warns about CUDA_HOME too: another cause
+        "cpu-only torch": failed(
+            "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\nAssertionError: Torch not compiled with "
+            "CUDA enabled", phase="prepare", error_class="cuda"),
+        "toolkit of another version": failed(
+            "RuntimeError: The detected CUDA version (12.1) mismatches the version that was used to compile "
+            "PyTorch (11.8). Please make sure to use the same CUDA versions.", phase="prepare", error_class="other"),
+    }),
+    ("wrapper-prefix-state-dict", failed(
+        'RuntimeError: Error(s) in loading state_dict for GPT:\n\tMissing key(s) in state_dict: "wte.weight", '
+        '"lm_head.weight". \n\tUnexpected key(s) in state_dict: "module.wte.weight", "module.lm_head.weight".',
+        phase="prepare", error_class="other"), {
+        # another architecture's checkpoint: no wrapper prefix
+        "other architecture": failed(
+            'RuntimeError: Error(s) in loading state_dict for GPT:\n\tUnexpected key(s) in state_dict: '
+            '"transformer.h.12.attn.weight".', phase="prepare", error_class="other"),
+    }),
 ]
 
 
