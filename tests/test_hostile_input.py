@@ -103,8 +103,8 @@ CASES: dict[str, Case] = {
     "/dev/zero": Case(lambda d: Path("/dev/zero"), None, ("character device",)),
     "symlink to /dev/zero": Case(_symlink_to_zero, None, ("character device",)),
     "directory": Case(_directory, None, ("directory",)),
-    "50 MB file": Case(_sparse, None, ("larger than 256 KiB",)),
-    "300 KB list": Case("stacks: [" + "1," * 150_000 + "1]\n", None, ("larger than 256 KiB",)),
+    "50 MB file": Case(_sparse, None, ("larger than 512 KiB",)),
+    "600 KB list": Case("stacks: [" + "1," * 300_000 + "1]\n", None, ("larger than 512 KiB",)),
     "60,000-item list under the size limit": Case("stacks:\n" + "- 1\n" * 60_000, yamlfile.MAX_NODES - 1, (f"more than {yamlfile.MAX_NODES} values",)),
     # what the bytes are
     "latin-1 byte": Case(GOOD.encode() + "description: caf\xe9\n".encode("latin-1"), 8, ("not UTF-8", "0xe9", "line 8")),
@@ -442,7 +442,7 @@ HINTS_CASES = {
     "alias bomb": (lambda d: _written(d, _bomb(9, 9).replace(GOOD, "hints: []\n")), 6, "more than"),
     "duplicate key": (lambda d: _written(d, "hints: []\nhints: []\n"), 2, "`hints` is given twice"),
     "latin-1 byte": (lambda d: _written(d, b"hints: []\n# caf\xe9\n"), 2, "not UTF-8"),
-    "50 MB file": (_sparse, None, "larger than 256 KiB"),
+    "50 MB file": (_sparse, None, "larger than 512 KiB"),
 }
 
 
