@@ -288,6 +288,10 @@ CASES = [
                                              "an illegal memory access was encountered"),
         "every rank waited inside the collective": failed(WATCHDOG, status="hang", phase="prepare", detail=ALL_WAITING),
         "the supervisor's hang, no rank behind": stalled(ALL_WAITING),
+        # torch 2.4+'s flight recorder dump, written for an error as well as a timeout
+        "a dump signal, no timeout said": failed("[PG ID 0 PG GUID 0(default_pg) Rank 1] Observed flight recorder dump "
+                                                 "signal from another rank via TCPStore.", phase="step",
+                                                 detail=BEHIND),
     }),
     ("store-barrier-timeout", failed("RuntimeError: Timed out initializing process group in store based barrier on rank: "
                                      "0, for key: store_based_barrier_key:1 (world_size=2, worker_count=1, "
@@ -304,6 +308,9 @@ CASES = [
     ("remote-peer-lost", failed("DistBackendError: NCCL error in: NCCLUtils.hpp:268, remote process exited or there "
                                 "was a network error, NCCL version 2.21.5"), {
         "own internal error": failed("ncclInternalError: Internal check failed."),
+        # gloo's connect refused: nobody listening yet, a rendezvous problem, not a peer lost
+        "gloo's refused connect": failed("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+                                         "[10.0.0.2]:34567: Connection refused"),
     }),
     ("host-oom-killed", failed("", launcher_tail="[launch.py:315:sigkill_handler] Killing subprocess 5012\n"
                                  "subprocess.CalledProcessError: Command '['python', 'train.py']' died with "
@@ -312,10 +319,18 @@ CASES = [
         "a SIGTERM": failed("", launcher_tail="died with <Signals.SIGTERM: 15>.", error_class=None),
         "Open MPI's rank segfaulted": failed("", error_class=None, launcher_tail=(
             "mpirun noticed that process rank 3 with PID 0 on node n1 exited on signal 11 (Segmentation fault).")),
+        "docker's 128+11": failed("", launcher_tail="trainer-1 exited with code 139", error_class=None),
+        "spawn's SIGSEGV": failed("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with "
+                                  "signal SIGSEGV", error_class=None),
+        "srun's task failed": failed("", launcher_tail="srun: error: gpu-n12: task 3: Exited with exit code 1",
+                                     error_class=None),
     }),
     ("ddp-unused-parameters", failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
                                      "starting a new one.", phase="step", error_class="other"), {
         "another reducer error": failed("RuntimeError: Expected to mark a variable ready only once.", phase="step"),
+        "marked ready twice": failed("Parameter at index 3 with name lin.weight has been marked as ready twice. This "
+                                     "means that multiple autograd engine  hooks have fired for this particular "
+                                     "parameter during this iteration.", phase="step"),
     }),
     ("cuda-in-forked-process", failed("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
                                       "with multiprocessing, you must use the 'spawn' start method",
@@ -347,6 +362,10 @@ CASES = [
                                   "rank 0 has inconsistent 48 params.", error_class="other"), {
         "unused parameters": failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
                                     "starting a new one.", error_class="other"),
+        "a checkpoint of another shape": failed("RuntimeError: Error(s) in loading state_dict for Net:\n\tsize mismatch "
+                                                "for fc.weight: copying a param with shape torch.Size([10, 512]) from "
+                                                "checkpoint, the shape in current model is torch.Size([20, 512]).",
+                                                error_class="other"),
     }),
     ("ddp-reentrant-checkpointing", failed("RuntimeError: Expected to mark a variable ready only once.", error_class="other"), {
         "unused parameters": failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
@@ -363,6 +382,10 @@ CASES = [
         "every member there": make_record(status="hang", phase="init", reason="no progress",
                                           launcher_tail="Multi-processing is handled by Slurm.\ninitializing ddp: "
                                                         "GLOBAL_RANK: 7, MEMBER: 8/8"),
+        "Lightning 2.x, each rank once": make_record(status="hang", phase="init", reason="no progress",
+                                                     launcher_tail="Initializing distributed: GLOBAL_RANK: 0, MEMBER: "
+                                                                   "1/2\nInitializing distributed: GLOBAL_RANK: 1, "
+                                                                   "MEMBER: 2/2"),
     }),
     ("rank-env-unset", failed("ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
                               "variable MASTER_PORT expected, but not set", error_class="launcher"), {
@@ -741,6 +764,8 @@ CASES = [
                                phase="startup"), {
         "another library": failed("ImportError: libcudnn.so.9: cannot open shared object file: No such file or "
                                   "directory", phase="startup"),
+        "torch's preload of another library": failed("ValueError: libcublas.so.*[0-9] not found in the system path "
+                                                     "['/usr/lib/python3.10']", phase="startup"),
     }),
     ("nccl-not-built-in", failed("RuntimeError: Distributed package doesn't have NCCL built in"), {
         "no MPI": failed("RuntimeError: Distributed package doesn't have MPI built in"),
@@ -857,6 +882,10 @@ CASES = [
                                           "total capacity; 1.23 GiB already allocated; 7.75 MiB free; 542.02 MiB cached)",
                                           phase="step", error_class="oom"),
         "no figures": failed("torch.OutOfMemoryError: CUDA out of memory.", phase="step", error_class="oom"),
+        "NCCL's own allocation": failed("NCCL WARN Cuda failure 'out of memory'", phase="step", error_class="nccl"),
+        "THC's other runtime error": failed("RuntimeError: cuda runtime error (59) : device-side assert triggered at "
+                                            "/pytorch/aten/src/THC/generic/THCTensorMath.cu:26", phase="step",
+                                            error_class="cuda"),
     }),
     ("nccl-sysfs-pci-path", warned("graph/xml.cc:332 NCCL WARN Could not find real path of "
                                    "/sys/class/pci_bus/0000:01/../../0000:01:00.0"), {
@@ -905,6 +934,8 @@ CASES = [
                                         phase="prepare", error_class="other"), {
         "another FSDP error": failed("ValueError: Expects tensors to be on the compute device", phase="prepare",
                                      error_class="other"),
+        "torch 2's other flatten check": failed("ValueError: Must flatten tensors on the same device but got both "
+                                                "cuda:0 and cpu", phase="prepare", error_class="other"),
     }),
     ("privileged-port", failed("The server socket has failed to listen on any local network address. The server socket "
                                "has failed to bind to [::]:520 (errno: 13 - Permission denied).", phase="init",

@@ -390,6 +390,23 @@ FORMATS = [
     ("rank-error", "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] bind_rv == 0. Unable to find address for node-1; bind(2) for 10.0.0.7 failed with: Cannot assign requested address", "gloo-socket-ifname"),
     # gloo's collective timeout (tcp/unbound_buffer.cc)
     ("rank-error", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete", "watchdog-timeout"),
+    # issue 23, g3: torch's, the frameworks' and the kernel's words for the same causes in other versions
+    ("rank-error", "[rank3]:[E606 09:09:08.172519935 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. Last enqueued NCCL work: 1, last completed NCCL work: -1.", "watchdog-timeout"),
+    ("rank-error", "[rank1]:[E ProcessGroupNCCL.cpp:1182] [PG 0 Rank 1] Received a global timeout from another rank and will start to dump the debug info. Last enqueued NCCL work: 57, last completed NCCL work: 56.", "watchdog-timeout"),
+    ("rank-error", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:8594", "remote-peer-lost"),
+    ("launcher", "slurmstepd: error: Detected 1 oom-kill event(s) in step 14037828.batch cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.", "host-oom-killed"),
+    ("launcher", "slurmstepd: error: Detected 2 oom-kill event(s) in StepId=10238881.0. Some of your processes may have been killed by the cgroup out-of-memory handler.\nsrun: error: gpu-n12: task 3: Out Of Memory", "host-oom-killed"),
+    ("dmesg", "[Tue Mar  5 10:12:01 2024] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=docker-1a2b.scope,mems_allowed=0-1,oom_memcg=/system.slice/docker-1a2b.scope,task=python,pid=48211,uid=0", "host-oom-killed"),
+    ("rank-error", "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGKILL", "host-oom-killed"),
+    ("launcher", "trainer-1 exited with code 137", "host-oom-killed"),
+    ("launcher", "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4\nInitializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4", "slurm-tasks-not-started"),
+    ("rank-error", "[rank3]: Parameter indices which did not receive grad for rank 3: 149 150 151 152", "ddp-unused-parameters"),
+    ("rank-error", "RuntimeError: [1]: params[0] in this process with sizes [96, 32] appears not to match sizes of the same param in process 0.", "ddp-model-mismatch"),
+    ("rank-error", "RuntimeError: replicas[0][4] in this process with sizes [256, 128] appears not to match sizes of the same param in process 0.", "ddp-model-mismatch"),
+    ("rank-error", "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`", "fsdp-mixed-requires-grad"),
+    ("rank-error", "ValueError: libnccl.so.*[0-9] not found in the system path ['/workspace', '/usr/lib/python310.zip', '/usr/lib/python3.10']", "libnccl-missing"),
+    ("rank-error", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58", "gpu-memory-too-small"),
+    ("rank-error", "  File \"train.py\", line 88, in main\n    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])\nRuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCGeneral.cpp:663", "ddp-prepare-oom"),
 ]
 
 

@@ -414,6 +414,12 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", 'Error: Warmup(Generation("Not enough memory to handle 4096 prefill tokens. You need to decrease '
          '`--max-batch-prefill-tokens`"))', "oom"),
     ("RuntimeError", "Not enough memory. Please try to increase --mem-fraction-static.", "oom"),
+    # the host's OOM killer as Slurm, the kernel's summary line and Kubernetes say it
+    ("RuntimeError", "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=10238881.0. Some of your processes "
+                     "may have been killed by the cgroup out-of-memory handler.", "oom"),
+    ("RuntimeError", "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=docker-1a2b.scope,task=python,"
+                     "pid=48211,uid=0", "oom"),
+    ("RuntimeError", "Last State: Terminated\n  Reason: OOMKilled\n  Exit Code: 137", "oom"),
     ("", "/usr/bin/ld: cannot find -lcuda: No such file or directory", "import"),
     # NCCL 2.27+ names the peer in its socket-type check; gloo 2025+ says a refused connect "timed out"
     ("", "socketFinalizeAccept from 10.0.0.2<51234>: wrong type 4 != 3", "nccl"),

@@ -123,6 +123,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("import", re.compile(r"bus error when Loading nccl from library|invalid ELF header|: file too short", re.I)),
     ("oom", re.compile(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
                        r"Cannot allocate memory|"
+                       # the host's OOM killer in other tools' words: Slurm's task/cgroup plugin "Detected %d
+                       # oom-kill event(s) in step ..." / "in StepId=..." (its "out-of-memory handler"
+                       # hyphenated), the kernel's "oom-kill:constraint=CONSTRAINT_..." summary (4.19+),
+                       # Kubernetes' OOMKilled reason
+                       r"\boom-kill event|\boom-kill:constraint=|\bOOMKilled\b|"
                        # vLLM: the GPU memory left for the KV cache holds fewer tokens than the model's length
                        r"maximum number of tokens that can be stored in KV cache|"
                        # the serving engines' start-up memory budgets: vLLM's KV cache with no block left,
