@@ -1326,6 +1326,65 @@ CASES = [
             'RuntimeError: Error(s) in loading state_dict for GPT:\n\tUnexpected key(s) in state_dict: '
             '"transformer.h.12.attn.weight".', phase="prepare", error_class="other"),
     }),
+    ("toolkit-containerd-socket-unreachable", failed(
+        'level=fatal msg="Error: unable to restart containerd: unable to signal containerd: unable to dial: dial unix '
+        '/runtime/sock-dir/containerd.sock: connect: no such file or directory"', phase="startup",
+        error_class="other"), {
+        # kubelet losing containerd while it restarts: not the toolkit's setup
+        "kubelet dialing containerd": failed(
+            'grpc: addrConn.createTransport failed to connect to {unix:///run/containerd/containerd.sock  <nil> 0 '
+            '<nil>}. Err :connection error: desc = "transport: Error while dialing dial unix:///run/containerd/'
+            'containerd.sock: timeout". Reconnecting...', phase="startup", error_class="other"),
+    }),
+    ("containerd-nvidia-runtime-missing", failed(
+        'Warning  FailedCreatePodSandBox  12s (x10 over 2m11s)  kubelet  Failed to create pod sandbox: rpc error: '
+        'code = Unknown desc = failed to get sandbox runtime: no runtime for "nvidia" is configured',
+        phase="startup", error_class="other"), {
+        # Docker's unknown runtime: another engine, another cause
+        "docker unknown runtime": failed(
+            "docker: Error response from daemon: unknown or invalid runtime name: nvidia.", phase="startup",
+            error_class="other"),
+    }),
+    ("slurm-built-without-nvml", failed(
+        "slurmd: fatal: We were configured to autodetect nvml functionality, but we weren't able to find that lib "
+        "when Slurm was configured.", phase="startup", error_class="launcher"), {
+        # built with NVML, but the node has no libnvidia-ml: another cause
+        "nvml library missing on the node": failed(
+            "slurmd: We were configured with nvml functionality, but that lib wasn't found on the system.",
+            phase="startup", error_class="launcher"),
+        "rsmi": failed("slurmd: Configured with rsmi, but that lib wasn't found.", phase="startup",
+                       error_class="launcher"),
+    }),
+    ("slurm-gres-count-lower", failed(
+        "slurmctld: error: Setting node gpu-3 state to INVAL with reason:gres/gpu count reported lower than "
+        "configured (7 < 8)", phase="startup", error_class="launcher"), {
+        # a GRES request Slurm refuses at submission: another message and cause
+        "invalid gres request": failed(
+            "srun: error: Unable to create step for job 4242: Invalid generic resource (gres) specification",
+            phase="startup", error_class="launcher"),
+        "node down for another reason": failed(
+            "Reason=Not responding [slurm@2024-03-09T11:03:34]", phase="startup", error_class="launcher"),
+    }),
+    ("kubelet-gpu-admission-unavailable", failed(
+        "Warning  UnexpectedAdmissionError  4s  kubelet  Allocate failed due to requested number of devices "
+        "unavailable for nvidia.com/gpu. Requested: 2, Available: 1, which is unexpected", phase="startup",
+        error_class="other"), {
+        # the device plugin's own failure at Allocate: GPU lost, another cause
+        "gpu lost in the plugin": failed(
+            "Pod Allocate failed due to device plugin GetPreferredAllocation rpc failed with err: rpc error: code = "
+            "Unknown desc = Unable to retrieve list of available devices: error creating nvml.Device 3: nvml: GPU "
+            "is lost, which is unexpected", phase="startup", error_class="other"),
+        "scheduler insufficient": failed(
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", phase="startup", error_class="other"),
+    }),
+    ("driver-container-kernel-headers", failed(
+        "Resolving Linux kernel version...\nCould not resolve Linux kernel version\nStopping NVIDIA persistence "
+        "daemon...", phase="startup", error_class="driver"), {
+        # the module built but would not load: another cause
+        "module not loading": failed(
+            "modprobe: ERROR: could not insert 'nvidia': Required key not available", phase="startup",
+            error_class="driver"),
+    }),
 ]
 
 
