@@ -1385,6 +1385,31 @@ CASES = [
             "modprobe: ERROR: could not insert 'nvidia': Required key not available", phase="startup",
             error_class="driver"),
     }),
+    ("ib-dmabuf-unsupported", failed(
+        "node1:123:456 [0] misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not "
+        "supported", phase="init", error_class="nccl"), {
+        # the same call out of pinned memory: the memlock limit, another cause
+        "out of locked memory": failed(
+            "misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Cannot allocate memory",
+            phase="init", error_class="nccl"),
+        "plain ibv_reg_mr": failed(
+            "misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Invalid argument",
+            phase="init", error_class="nccl"),
+    }),
+    ("gsp-rpc-timeout", failed(
+        "NVRM: Xid (PCI:0000:1b:00): 119, pid=2345, name=python, Timeout after 6s of waiting for RPC response from "
+        "GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).", phase="startup", error_class="driver"), {
+        # a GPU that fell off the bus: the hardware-fault hint's
+        "fallen off the bus": failed(
+            "NVRM: Xid (PCI:0000:1b:00): 79, pid=2345, name=python, GPU has fallen off the bus.",
+            phase="step", error_class="cuda"),
+        "Xid 19 not 119": failed("NVRM: Xid (PCI:0000:1b:00): 19, pid=2345, name=python, Ch 00000010",
+                                 phase="step", error_class="cuda"),
+        "collective timeout": failed(
+            "RuntimeError: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600008 milliseconds before "
+            "timing out.", status="hang", phase="step", error_class="timeout"),
+    }),
 ]
 
 

@@ -426,6 +426,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("RuntimeError", "[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
                      "Connection refused, remote=[node-1]:43275", "other"),
     ("RuntimeError", "injected test fault", "other"),
+    # the driver's GSP firmware timing out (Xid 119) is a driver fault, whatever "Timeout" says
+    ("", "NVRM: Xid (PCI:0000:1b:00): 119, pid=2345, name=python, Timeout after 6s of waiting for RPC response "
+         "from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).", "driver"),
+    ("", "NVRM: GPU0 _kgspRpcRecvPoll: Timeout waiting for RPC from GSP!", "driver"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

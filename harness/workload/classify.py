@@ -85,7 +85,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # 222): the driver older than the code, as "insufficient" above; DKMS unable to build a
                           # kernel module (the NVIDIA driver's) for the running kernel
                           r"PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion|"
-                          r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Bad return status for module build on kernel", re.I)),
+                          r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Bad return status for module build on kernel|"
+                          # the driver's GSP firmware (GPU System Processor) not answering the driver's RPCs
+                          # (Xid 119): the driver's own timeout, not a collective's
+                          r"waiting for RPC (?:response )?from (?:GPU\d* )?GSP", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
