@@ -158,6 +158,12 @@ def failed(error: str, **kw: Any) -> dict:
     return make_record(**(base | kw))
 
 
+def refused(launcher_tail: str, **kw: Any) -> dict:
+    """A cell that failed at start-up with only the launcher's (or the container runtime's) output: no rank
+    started, so no rank recorded an error."""
+    return failed("", **(dict(phase="startup", error_class="launcher", launcher_tail=launcher_tail) | kw))
+
+
 def warned(*warnings: str, **kw: Any) -> dict:
     """A failed cell whose NCCL log holds these warnings."""
     base = dict(status="fail", phase="init", error_class="nccl", nccl_warnings=warnings)
@@ -616,12 +622,12 @@ CASES = [
                                          "failed: /GeForce: no such file or directory", error_class="launcher"), {
         "the image's own copy": failed("", phase="startup", launcher_tail="nvidia-container-cli: mount error: file "
                                        "creation failed: /merged/usr/bin/nvidia-smi: file exists", error_class="launcher"),
-        "a rootless engine's device cgroup": failed("", phase="startup", error_class="launcher", launcher_tail=(
+        "a rootless engine's device cgroup": refused(
             "nvidia-container-cli: mount error: open failed: /sys/fs/cgroup/devices/user.slice/devices.allow: "
-            "permission denied")),
-        "an unprivileged LXC's cgroup v2": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "permission denied"),
+        "an unprivileged LXC's cgroup v2": refused(
             "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
-            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted")),
+            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted"),
     }),
     ("container-cli-driver-init", failed("nvidia-container-cli: initialization error: driver rpc error: failed to process "
                                          "request: unknown.", error_class="launcher"), {
@@ -804,8 +810,8 @@ CASES = [
     }),
     ("torch-sees-no-gpu", failed("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"), {
         "a torch without NCCL": failed("RuntimeError: Distributed package doesn't have NCCL built in"),
-        "Ray with no GPU node free": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "ValueError: No available node types can fulfill resource request {'GPU': 1.0}.")),
+        "Ray with no GPU node free": refused(
+            "ValueError: No available node types can fulfill resource request {'GPU': 1.0}."),
     }),
     ("vllm-kv-cache-too-small", failed("ValueError: The model's max seq len (8192) is larger than the maximum number of "
                                        "tokens that can be stored in KV cache (5120).", error_class="oom"), {
@@ -838,10 +844,10 @@ CASES = [
         "a script's own option": failed("", phase="startup", error_class="launcher",
                                         launcher_tail='train.py: error: unknown option "--epochs"'),
     }),
-    ("mpich-given-openmpi-options", failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument allow-run-as-root")), {
-        "an unknown option of MPICH's own syntax": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument genvv")),
+    ("mpich-given-openmpi-options", refused(
+            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument allow-run-as-root"), {
+        "an unknown option of MPICH's own syntax": refused(
+            "[mpiexec@master] match_arg (utils/args/args.c:159): unrecognized argument genvv"),
     }),
     ("ibverbs-missing", failed("", launcher_tail="NCCL INFO Failed to open libibverbs.so[.1]\n"
                                                   "NCCL INFO NET/Socket : Using [0]ib0:10.1.0.2<0>"), {
@@ -896,21 +902,21 @@ CASES = [
         "GPUs short": failed("", launcher_tail="(autoscaler +7s) Error: No available node types can fulfill resource "
                                                "request {'GPU': 1.0}."),
     }),
-    ("mpi-libraries-not-found", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("mpi-libraries-not-found", refused(
             "/usr/local/mpi/bin/mpirun: error while loading shared libraries: libopen-orted-mpir.so: cannot open "
-            "shared object file: No such file or directory")), {
-        "the application's own library": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "python: error while loading shared libraries: libpython3.11.so.1.0: cannot open shared object file")),
+            "shared object file: No such file or directory"), {
+        "the application's own library": refused(
+            "python: error while loading shared libraries: libpython3.11.so.1.0: cannot open shared object file"),
     }),
-    ("ompi-without-slurm-pmi", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("ompi-without-slurm-pmi", refused(
             'The application appears to have been direct launched using "srun",\nbut OMPI was not built with '
-            "SLURM's PMI support and therefore cannot\nexecute.")), {
+            "SLURM's PMI support and therefore cannot\nexecute."), {
         "srun's own failure": failed("", phase="startup", error_class="launcher",
                                      launcher_tail="srun: error: Unable to create step for job 42: Invalid generic resource"),
         # Open MPI 5's PMIx_Init failing for another reason than srun's PMI-1/2 (no server at all, mpirun's own)
-        "PMIx failing otherwise": failed("", phase="startup", error_class="launcher", launcher_tail=(
+        "PMIx failing otherwise": refused(
             "PMIx_Init failed for the following reason:\n\n  NOT-SUPPORTED\n\nOpen MPI requires access to a local PMIx "
-            "server to execute.")),
+            "server to execute."),
     }),
     ("pmix-psec-munge-missing", failed("", phase="startup", launcher_tail=(
             "A requested component was not found, or was unable to be opened.\n\nHost:      n1\n"
@@ -960,8 +966,8 @@ CASES = [
     }),
     ("launcher-ssh-unreachable", failed("", phase="startup", error_class="launcher",
                                         launcher_tail="ssh: connect to host 192.168.13.2 port 22: Connection timed out"), {
-        "the rendezvous unreachable": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "The client socket has failed to connect to [node1]:29500 (errno: 110 - Connection timed out).")),
+        "the rendezvous unreachable": refused(
+            "The client socket has failed to connect to [node1]:29500 (errno: 110 - Connection timed out)."),
     }),
     ("deepspeed-behind-torch", failed("TypeError: DSElasticAgent._set_master_addr_port() takes 3 positional arguments "
                                       "but 4 were given", phase="startup", error_class="launcher"), {
@@ -982,29 +988,29 @@ CASES = [
         "a newer NCCL measured": warned(*REM_ALLOC, error_class="oom", nccl_loaded="2.17.1"),
     }),
     # --- ninth split, group h9b-
-    ("toolkit-cgroup-v2-unsupported", failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "stderr: nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.")), {
-        "a rootless engine's device cgroup": failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("toolkit-cgroup-v2-unsupported", refused(
+            "stderr: nvidia-container-cli: container error: cgroup subsystem devices not found: unknown."), {
+        "a rootless engine's device cgroup": refused(
             "nvidia-container-cli: mount error: open failed: /sys/fs/cgroup/devices/user.slice/devices.allow: "
-            "permission denied")),
-        "the toolkit's device filter on an old kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "permission denied"),
+        "the toolkit's device filter on an old kernel": refused(
             "nvidia-container-cli: mount error: failed to add device rules: unable to replace original device filters "
             "program with new one: failed to call BPF_PROG_ATTACH (BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI): can't attach "
-            "program: invalid argument: unknown")),
+            "program: invalid argument: unknown"),
     }),
-    ("toolkit-cgroups-not-writable", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("toolkit-cgroups-not-writable", refused(
             "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters "
-            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown.")), {
-        "the toolkit's device filter on an old kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown."), {
+        "the toolkit's device filter on an old kernel": refused(
             "nvidia-container-cli: mount error: failed to add device rules: unable to replace original device filters "
             "program with new one: failed to call BPF_PROG_ATTACH (BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI): can't attach "
-            "program: invalid argument: unknown")),
-        "no devices controller at all": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.")),
+            "program: invalid argument: unknown"),
+        "no devices controller at all": refused(
+            "nvidia-container-cli: container error: cgroup subsystem devices not found: unknown."),
         # the query refused for another reason than the right to change cgroups (the kernel's)
-        "the query refused by the kernel": failed("", phase="startup", error_class="launcher", launcher_tail=(
+        "the query refused by the kernel": refused(
             "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters "
-            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: invalid argument: unknown.")),
+            "attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: invalid argument: unknown."),
         "NVML refused inside a started container": failed("", phase="startup", error_class="driver",
                                                           launcher_tail="Failed to initialize NVML: Unknown Error"),
     }),
@@ -1015,37 +1021,37 @@ CASES = [
         "the runtime newer than the driver": failed("RuntimeError: CUDA error: CUDA driver version is insufficient for "
                                                     "CUDA runtime version", phase="init", error_class="driver"),
     }),
-    ("wsl-no-gpu-adapter", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("wsl-no-gpu-adapter", refused(
             "stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: initialization error: WSL environment "
-            "detected but no adapters were found: unknown")), {
-        "WSL2's libcuda path": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "detected but no adapters were found: unknown"), {
+        "WSL2's libcuda path": refused(
             "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
-            "object file: no such file or directory: unknown")),
-        "the driver RPC": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "nvidia-container-cli: initialization error: driver rpc error: timed out: unknown.")),
+            "object file: no such file or directory: unknown"),
+        "the driver RPC": refused(
+            "nvidia-container-cli: initialization error: driver rpc error: timed out: unknown."),
     }),
     # ninth split, group h9c-
-    ("deepspeed-visible-devices-ignored", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("deepspeed-visible-devices-ignored", refused(
             "Detected CUDA_VISIBLE_DEVICES=2,4,5,7 but ignoring it because one or several of --include/--exclude/"
             "--num_gpus/--num_nodes cl args were used. If you want to use CUDA_VISIBLE_DEVICES don't pass any of "
-            "these arguments to deepspeed.")), {
-        "the first GPUs anyway": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "these arguments to deepspeed."), {
+        "the first GPUs anyway": refused(
             "Detected VISIBLE_DEVICES=0,1,2,3 but ignoring it because one or several of --include/--exclude/"
-            "--num_gpus/--num_nodes cl args were used.")),
-        "honoured": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "Detected CUDA_VISIBLE_DEVICES=2,4: setting --include=localhost:2,4")),
+            "--num_gpus/--num_nodes cl args were used."),
+        "honoured": refused(
+            "Detected CUDA_VISIBLE_DEVICES=2,4: setting --include=localhost:2,4"),
     }),
     ("deepspeed-include-slot-missing", failed("ValueError: No slot '2' specified on host 'work1'", phase="startup",
                                               error_class="launcher"), {
         "a host not in the hostfile": failed("ValueError: Hostname 'work3' not found in hostfile", phase="startup",
                                              error_class="launcher"),
     }),
-    ("deepspeed-local-rank-before-config", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("deepspeed-local-rank-before-config", refused(
             "[INFO] [launch.py:256:main] process 3357036 spawned with command: ['/usr/bin/python3', '-u', "
-            "'src/train.py', '--local_rank=0', 'examples/train_lora/llama3_lora_sft_ds3.yaml']")), {
-        "options as flags": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "'src/train.py', '--local_rank=0', 'examples/train_lora/llama3_lora_sft_ds3.yaml']"), {
+        "options as flags": refused(
             "[INFO] [launch.py:256:main] process 42 spawned with command: ['/usr/bin/python3', '-u', 'train.py', "
-            "'--local_rank=0', '--output_dir', 'out', '--deepspeed', 'ds_config.json']")),
+            "'--local_rank=0', '--output_dir', 'out', '--deepspeed', 'ds_config.json']"),
         "failed later, in a step": failed("", phase="step", error_class="nccl", launcher_tail=(
             "[INFO] [launch.py:256:main] process 42 spawned with command: ['/usr/bin/python3', '-u', 'train.py', "
             "'--local_rank=0', 'config.yaml']")),
@@ -1056,25 +1062,25 @@ CASES = [
         "another notebook_launcher check": failed("ValueError: The node_rank must be less than the number of nodes.",
                                                   phase="startup", error_class="launcher"),
     }),
-    ("windows-rendezvous-address-invalid", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("windows-rendezvous-address-invalid", refused(
             "[W socket.cpp:697] [c10d] The client socket has failed to connect to [activate.navicat.com]:25851 "
-            "(system error: 10049 - The requested address is not valid in its context.).")), {
-        "refused on Linux": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "(system error: 10049 - The requested address is not valid in its context.)."), {
+        "refused on Linux": refused(
             "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node1]:29500 (errno: 111 - "
-            "Connection refused).")),
-        "a torch without libuv": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "Connection refused)."),
+        "a torch without libuv": refused(
             "[W socket.cpp:697] [c10d] The client socket has failed to connect to [kubernetes.docker.internal]:29500 "
             "(system error: 10049 - The requested address is not valid in its context.).\ntorch.distributed."
-            "DistStoreError: use_libuv was requested but PyTorch was built without libuv support")),
+            "DistStoreError: use_libuv was requested but PyTorch was built without libuv support"),
     }),
-    ("deepspeed-master-addr-empty", failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "[INFO] [runner.py:417:main] Using IP address of  for node ddp-0.ddp.svc.cluster.local")), {
-        "an address found": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "[INFO] [runner.py:417:main] Using IP address of 10.0.0.4 for node ddp-0.ddp.svc.cluster.local")),
+    ("deepspeed-master-addr-empty", refused(
+            "[INFO] [runner.py:417:main] Using IP address of  for node ddp-0.ddp.svc.cluster.local"), {
+        "an address found": refused(
+            "[INFO] [runner.py:417:main] Using IP address of 10.0.0.4 for node ddp-0.ddp.svc.cluster.local"),
     }),
     ("launcher-not-on-path", failed("", phase="startup", error_class="launcher",
                                     launcher_tail="run.sh: line 12: torchrun: command not found"), {
-        "MPI's daemon": failed("", phase="startup", error_class="launcher", launcher_tail="bash: orted: command not found"),
+        "MPI's daemon": refused("bash: orted: command not found"),
         "fish missing another command": failed("", phase="startup", error_class="launcher",
                                                launcher_tail="fish: Unknown command: nvidia-smi"),
         "the package missing in python": failed("ModuleNotFoundError: No module named 'accelerate'", phase="startup",
@@ -1101,14 +1107,14 @@ CASES = [
             "available, skipping")),
     }),
     # --- tenth split, group h10b-
-    ("mpirun-as-root", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("mpirun-as-root", refused(
             "--------------------------------------------------------------------------\nprterun has detected an "
-            "attempt to run as root.\n\nRunning as root is *strongly* discouraged")), {
-        "MPICH given the override": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "[mpiexec@node1] match_arg (utils/args/args.c:163): unrecognized argument allow-run-as-root")),
-        "allowed, then too few slots": failed("", phase="startup", error_class="launcher", launcher_tail=(
+            "attempt to run as root.\n\nRunning as root is *strongly* discouraged"), {
+        "MPICH given the override": refused(
+            "[mpiexec@node1] match_arg (utils/args/args.c:163): unrecognized argument allow-run-as-root"),
+        "allowed, then too few slots": refused(
             "+ mpirun --allow-run-as-root -np 8 python train.py\nThere are not enough slots available in the "
-            "system to satisfy the 8\nslots that were requested by the application:")),
+            "system to satisfy the 8\nslots that were requested by the application:"),
     }),
     ("torch-without-mpi-backend", failed("RuntimeError: Distributed package doesn't have MPI built in. MPI is only "
                                          "included if you build PyTorch from source on a host that has MPI installed.",
@@ -1123,19 +1129,19 @@ CASES = [
         "a newer collective on an old torch": failed("AttributeError: module 'torch.distributed' has no attribute "
                                                      "'all_gather_object'", error_class="other"),
     }),
-    ("slurm-invalid-gres", failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "srun: error: Unable to create step for job 4242: Invalid generic resource (gres) specification")), {
-        "CPUs, not GRES": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "srun: error: Unable to create step for job 4242: More processors requested than permitted")),
-        "a node configuration the partition lacks": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "sbatch: error: Batch job submission failed: Requested node configuration is not available")),
+    ("slurm-invalid-gres", refused(
+            "srun: error: Unable to create step for job 4242: Invalid generic resource (gres) specification"), {
+        "CPUs, not GRES": refused(
+            "srun: error: Unable to create step for job 4242: More processors requested than permitted"),
+        "a node configuration the partition lacks": refused(
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available"),
     }),
     ("slurm-step-resources-busy", failed("", status="hang", phase="startup", error_class=None, launcher_tail=(
             "srun: Job 77 step creation temporarily disabled, retrying (Requested nodes are busy)")), {
         "the job itself waiting in the queue": failed("", status="hang", phase="startup", error_class=None,
                                                       launcher_tail=("srun: job 77 queued and waiting for resources")),
-        "a step refused outright": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "srun: error: Unable to create step for job 77: More processors requested than permitted")),
+        "a step refused outright": refused(
+            "srun: error: Unable to create step for job 77: More processors requested than permitted"),
     }),
     ("accelerate-config-file-missing", failed("FileNotFoundError: The passed configuration file `configs/fsdp.yaml` "
                                               "does not exist. Please pass an existing file to `accelerate launch`, "
@@ -1191,21 +1197,21 @@ CASES = [
             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
             "NVIDIA driver is installed and running.")),
     }),
-    ("container-device-unknown", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("container-device-unknown", refused(
             "docker: Error response from daemon: failed to create task for container: ... error running hook #0: "
             "error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
-            "nvidia-container-cli: device error: GPU-3f1c8a2e-77b0-1d5e-9c4a-2b6e0d8f1a93: unknown device: unknown.")), {
+            "nvidia-container-cli: device error: GPU-3f1c8a2e-77b0-1d5e-9c4a-2b6e0d8f1a93: unknown device: unknown."), {
         "a rank's own ordinal": failed("RuntimeError: CUDA error: invalid device ordinal", error_class="cuda"),
-        "the hook's driver": failed("", phase="startup", error_class="launcher", launcher_tail=(
-            "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.")),
+        "the hook's driver": refused(
+            "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown."),
     }),
-    ("toolkit-ldconfig-path", failed("", phase="startup", error_class="launcher", launcher_tail=(
+    ("toolkit-ldconfig-path", refused(
             "stderr: nvidia-container-cli: ldcache error: process /sbin/ldconfig failed with error code: 127: "
-            "unknown.")), {
+            "unknown."), {
         # ldconfig ran and failed: not its path
-        "ldconfig itself failed": failed("", phase="startup", error_class="launcher", launcher_tail=(
+        "ldconfig itself failed": refused(
             "stderr: nvidia-container-cli: ldcache error: process /sbin/ldconfig.real failed with error code: 1: "
-            "unknown.")),
+            "unknown."),
     }),
     ("tgi-warmup-token-budget", failed(
             "RuntimeError: Not enough memory to handle 8192 prefill tokens. You need to decrease "
