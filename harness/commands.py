@@ -22,7 +22,7 @@ from .errors import EXIT_CELLS_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, HarnessEr
 from .pipeline import MatrixOptions, checked_build_options, write_builds
 from .pipeline import run as run_matrix
 from .progress import Progress
-from .selection import Selection, resolve
+from .selection import Selection, check_drop, resolve
 from .workload.redact import shown_env
 
 __all__ = ["Selection", "MatrixOptions", "run_matrix", "rescue", "bisect", "BisectOptions", "list_cells", "build",
@@ -137,8 +137,7 @@ def compare(base: str, new: str, results_dir: Path = results.DEFAULT_RESULTS, th
     hints.check()
     pair = compare_mod.parse_stacks(stacks) if stacks is not None else None
     reaper.sweep(Progress())
-    if not 0 < threshold < 10:
-        raise HarnessError(f"--threshold {threshold}: expected a fraction like 0.1 (10%). Fix: e.g. --threshold 0.1.")
+    check_drop(threshold)  # as bisect and fleet: a regression is a drop, so 1 (100%) or more would hide them all
     a = results.load_run(results.resolve_run(results_dir, base))
     b = results.load_run(results.resolve_run(results_dir, new))
     if pair:

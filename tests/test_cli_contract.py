@@ -54,6 +54,8 @@ CASES = [
     (["matrix", "--ranks", "0"], ["--ranks 0"]),
     (["compare", "A", "B", "--threshold", "lots"], ["--threshold 'lots'"]),
     (["compare", "A", "B", "--threshold", "0"], ["--threshold 0"]),
+    # 5 meant as 5%: as a fraction it would hide every regression, as in bisect and fleet
+    (["compare", "A", "B", "--threshold", "5"], ["--threshold 5.0", "between 0 and 1", "--threshold 0.10"]),
     # --gpus
     (["matrix", "--gpus", "abc"], ["--gpus abc"]),
     (["matrix", "--gpus", "0,0"], ["--gpus 0,0", "distinct"]),
