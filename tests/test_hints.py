@@ -1416,6 +1416,86 @@ CASES = [
             "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600008 milliseconds before "
             "timing out.", status="hang", phase="step", error_class="timeout"),
     }),
+    # --- eleventh split, h11c-
+    ("ddp-module-on-cpu", failed(
+        "ValueError: DistributedDataParallel device_ids and output_device arguments only work with single-device GPU "
+        "modules, but got device_ids [0], output_device 0, and module parameters {device(type='cpu')}.",
+        phase="prepare", error_class="other"), {
+        # a model split over several GPUs (device_map="auto" under torchrun): another cause, same words
+        "split over GPUs": failed(
+            "ValueError: DistributedDataParallel device_ids and output_device arguments only work with "
+            "single-device/multiple-device GPU modules or CPU modules, but got device_ids [0], output_device 0, and "
+            "module parameters {device(type='cuda', index=0), device(type='cuda', index=1)}.",
+            phase="prepare", error_class="other"),
+        "devices cut off": failed(
+            "DistributedDataParallel device_ids and output_device arguments only work with single-device CUDA "
+            "modules, but got device_ids 1", phase="prepare", error_class="other"),
+        "no trainable params": failed(
+            "RuntimeError: DistributedDataParallel is not needed when a module doesn't have any parameter that "
+            "requires a gradient.", phase="prepare", error_class="other"),
+    }),
+    ("deepspeed-batch-size-mismatch", failed(
+        "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+        "gradient_acc_step * world_size 16 != 5 * 1 * 3", phase="prepare", error_class="other"), {
+        # a world size of 1: DeepSpeed 0.9.0 under Accelerate, zero.Init before the process group, one GPU
+        "world size 1": failed(
+            "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+            "gradient_acc_step * world_size 16 != 8 * 1 * 1", phase="prepare", error_class="other"),
+        "world size 1, older format": failed(
+            "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+            "gradient_acc_step * world_size4096 != 128 * 4 * 1", phase="prepare", error_class="other"),
+        "micro batch zero": failed("AssertionError: Micro batch size per gpu: 0 has to be greater than 0",
+                                   phase="prepare", error_class="other"),
+    }),
+    ("fsdp-wrap-class-not-found", failed(
+        "ValueError: Could not find the transformer layer class LlamaDecoderLayer in the model.", phase="prepare",
+        error_class="other"), {
+        # FSDP's flattening of unlike parameters: another FSDP cause
+        "uniform dtype": failed(
+            "ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32",
+            phase="prepare", error_class="other"),
+        "module not found by name": failed("AttributeError: 'LlamaForCausalLM' object has no attribute 'transformer'",
+                                           phase="prepare", error_class="other"),
+    }),
+    ("deepspeed-no-sync-zero", failed(
+        "[rank0]:     assert not self.zero_optimization_partition_gradients(), \\\n[rank0]: AssertionError: no_sync "
+        "context manager is incompatible with gradient partitioning logic of ZeRO stage 3", phase="step",
+        error_class="other"), {
+        # DDP's no_sync misuse, and DeepSpeed's pipeline engine: other messages
+        "ddp reentrant": failed(
+            "RuntimeError: Expected to mark a variable ready only once. This error is caused by use of a module "
+            "parameter outside the `forward` function.", phase="step", error_class="other"),
+        "zero-3 device_map": failed(
+            "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a "
+            "`device_map`.", phase="prepare", error_class="other"),
+    }),
+    ("nvcc-arch-unsupported", failed(
+        "nvcc fatal   : Unsupported gpu architecture 'compute_90a'\nninja: build stopped: subcommand failed.\n"
+        "RuntimeError: Error building extension 'fused_adam'", phase="prepare", error_class="import"), {
+        # an arch the newer toolkit dropped (CUDA 11 without compute_30, 12 without sm_35): another cause
+        "arch dropped by a newer toolkit": failed(
+            "nvcc fatal   : Unsupported gpu architecture 'compute_30'", phase="prepare", error_class="import"),
+        "sm_35 on CUDA 12": failed("nvcc fatal   : Value 'sm_35' is not defined for option 'gpu-architecture'",
+                                   phase="prepare", error_class="import"),
+        "build failed, no reason": failed("RuntimeError: Error building extension 'fused_adam'", phase="prepare",
+                                          error_class="import"),
+        "no kernel image": failed(
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device", phase="step",
+            error_class="cuda"),
+    }),
+    ("fp16-trainable-params", failed(
+        "  File \"/usr/lib/python3/dist-packages/torch/amp/grad_scaler.py\", line 260, in _unscale_grads_\n"
+        "    raise ValueError(\"Attempting to unscale FP16 gradients.\")\nValueError: Attempting to unscale FP16 "
+        "gradients.", phase="step", error_class="other"), {
+        # fp16 overflow and dtype mismatches: other causes
+        "overflow": failed("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+                           phase="step", error_class="other"),
+        "dtype mismatch": failed("RuntimeError: expected scalar type Half but found Float", phase="step",
+                                 error_class="other"),
+        "fsdp dtype": failed(
+            "ValueError: Must flatten tensors with uniform dtype but got torch.float16 and torch.float32",
+            phase="prepare", error_class="other"),
+    }),
 ]
 
 

@@ -407,6 +407,18 @@ FORMATS = [
     ("rank-error", "ValueError: libnccl.so.*[0-9] not found in the system path ['/workspace', '/usr/lib/python310.zip', '/usr/lib/python3.10']", "libnccl-missing"),
     ("rank-error", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58", "gpu-memory-too-small"),
     ("rank-error", "  File \"train.py\", line 88, in main\n    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])\nRuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCGeneral.cpp:663", "ddp-prepare-oom"),
+    # the eleventh split's (h11c-) messages in other releases' and tools' words
+    ("rank-error", "AssertionError: DistributedDataParallel device_ids and output_device arguments only work with single-device GPU modules, but got device_ids [2], output_device None, and module parameters {device(type='cpu')}.", "ddp-module-on-cpu"),
+    ("rank-error", "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size32 != 8 * 1 * 8", "deepspeed-batch-size-mismatch"),
+    ("rank-error", "Exception: Could not find the transformer layer class to wrap in the model.", "fsdp-wrap-class-not-found"),
+    ("rank-error", "ValueError: Could not find the transformer layer class Qwen2DecoderLayer in the model.", "fsdp-wrap-class-not-found"),
+    ("rank-error", "AssertionError: no sync context manager is incompatible with gradientpartitioning logic of ZeRo stage 3", "deepspeed-no-sync-zero"),
+    ("launcher", "nvcc fatal   : Unsupported gpu architecture 'compute_120a'", "nvcc-arch-unsupported"),
+    ("launcher", "nvcc fatal   : Value 'sm_89' is not defined for option 'gpu-architecture'", "nvcc-arch-unsupported"),
+    ("rank-error", "ValueError: Attempting to unscale FP16 gradients.", "fp16-trainable-params"),
+    ("rank-error", "FileNotFoundError: [Errno 2] No such file or directory: '/opt/conda/envs/train/bin/nvcc'", "cuda-home-missing"),
+    ("launcher", "/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\nninja: build stopped: subcommand failed.", "cuda-home-missing"),
+    ("rank-error", "ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices in any distributed mode.", "quantized-model-device-map"),
 ]
 
 

@@ -430,6 +430,11 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "NVRM: Xid (PCI:0000:1b:00): 119, pid=2345, name=python, Timeout after 6s of waiting for RPC response "
          "from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).", "driver"),
     ("", "NVRM: GPU0 _kgspRpcRecvPoll: Timeout waiting for RPC from GSP!", "driver"),
+    # a CUDA extension that could not be built (DeepSpeed's JIT ops): its library never loads, an import failure
+    ("RuntimeError", "RuntimeError: Error building extension 'fused_adam'", "import"),
+    ("", "nvcc fatal   : Unsupported gpu architecture 'compute_89'\nninja: build stopped: subcommand failed.", "import"),
+    ("", "nvcc fatal   : Value 'sm_90' is not defined for option 'gpu-architecture'", "import"),
+    ("AttributeError", "AttributeError: 'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'", "import"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

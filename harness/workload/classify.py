@@ -155,7 +155,12 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # torch's warning where the nccl backend is asked of a build without it
                           r"NCCL support is not compiled|"
                           # Triton linking its launcher against the driver library (-lcuda) and finding none
-                          r"cannot find -lcuda\b|libcuda\.so cannot found", re.I)),
+                          r"cannot find -lcuda\b|libcuda\.so cannot found|"
+                          # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
+                          # so its library never loads: torch's "Error building extension", nvcc not knowing the
+                          # GPU's arch, DeepSpeed's optimizer without its op ("no attribute 'ds_opt_adam'")
+                          r"Error building extension '|Unsupported gpu archite(?:c|ch)ture|"
+                          r"is not defined for option .gpu-architecture|has no attribute .ds_opt_\w+", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
                         r"device-side assert|uncorrectable ECC|Xid|"
