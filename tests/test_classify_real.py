@@ -84,7 +84,11 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the tenth's (h10a-): nvidia-smi's process table, a listing that shows the cause's facts
                      "h10a-stray-context-gpu0-1",
                      # the eleventh's (h11c-): a traceback cut before its error
-                     "h11c-zero3-model-not-wrapped-1"}
+                     "h11c-zero3-model-not-wrapped-1",
+                     # the eleventh's: a file listing, an NCCL INFO line, titles, and deaths by a signal
+                     # (DeepSpeed's sigkill_handler with the OOM killer's dmesg line, torchrun's SIGSEGV)
+                     "h11a-nccl-dup-lib-1", "h11a-gdr-1", "h11b-slow-rank-init-timeout-1", "h11b-host-oom-killed-1",
+                     "h11b-old-torch-segfault-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

@@ -1496,6 +1496,78 @@ CASES = [
             "ValueError: Must flatten tensors with uniform dtype but got torch.float16 and torch.float32",
             phase="prepare", error_class="other"),
     }),
+    # --- eleventh split, h11a-, h11b-, h11e-
+    ("kho-scratch-unpinnable", refused(
+        "$ sudo ls /sys/kernel/debug/kho/out/\nfdt  scratch_len  scratch_phys  sub_fdts\n"
+        "scratch_len  = 0xc000000     0x12ba00000", phase="init"), {
+        # the ENOMEM of the verbs alone: memlock-too-low's (whose fix names KHO where memlock is unlimited)
+        "verbs ENOMEM alone": failed(
+            "misc/ibvwrap.cc:182 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"),
+        "kho=off on the command line": refused(
+            "BOOT_IMAGE=/boot/vmlinuz-7.0.0-31-generic root=UUID=1234 ro kho=off", phase="init"),
+    }),
+    ("ib-port-error-event", warned(
+        "node1:123:456 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_2:1 Got async error event: port error",
+        status="hang", phase="step"), {
+        # the link back up, a re-registration with the subnet manager, an MTU mismatch: not a link down
+        "port active": warned("node1:123:456 [0] NCCL WARN NET/IB : mlx5_2:1 Got async error event: port active"),
+        "client reregistration": warned(
+            "node1:123:456 [0] NCCL WARN NET/IB : Got async event : client reregistration"),
+        "mtu mismatch": warned(
+            "node1:123:456 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access "
+            "violation work queue error"),
+    }),
+    ("torchrun-store-gil-segfault", refused(
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4ebf9d3740 (most recent call first):\n"
+        "  File \"/usr/lib/python3.12/site-packages/torch/distributed/elastic/utils/store.py\", line 31 in get_all\n"
+        "  File \"/usr/lib/python3.12/site-packages/torch/distributed/elastic/utils/store.py\", line 53 in synchronize",
+        torch="2.3.0"), {
+        # fixed in 2.4 (pytorch PR #128212); a segfault in the script's own frames is another crash
+        "torch 2.4": refused(
+            "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4ebf9d3740 (most recent call first):\n"
+            "  File \"/usr/lib/python3.12/site-packages/torch/distributed/elastic/utils/store.py\", line 31 in get_all",
+            torch="2.4.0"),
+        "segfault in the script": refused(
+            "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4ebf9d3740 (most recent call first):\n"
+            "  File \"train.py\", line 12 in forward", torch="2.3.0"),
+        "GIL message from another extension": refused(
+            "Fatal Python error: _PyMem_DebugMalloc: Python memory allocator called without holding the GIL\n"
+            "  File \"/usr/lib/python3.12/site-packages/numpy/core/numeric.py\", line 88 in zeros", torch="2.3.0"),
+    }),
+    ("zero3-init-in-main-process-first", make_record(
+        status="hang", phase="prepare", launcher_tail=(
+            "Thread 101 (idle): \"MainThread\"\n    main_process_first (accelerate/accelerator.py:968)\n"
+            "    __init__ (deepspeed/runtime/zero/partition_parameters.py:1043)\n    from_pretrained (transformers/"
+            "modeling_utils.py:3310)")), {
+        # preprocessing under main_process_first (the slow rank's timeout), ZeRO-3 without it, a passing cell
+        "dataset map": make_record(status="hang", phase="prepare", launcher_tail=(
+            "    main_process_first (accelerate/accelerator.py:968)\n    map (datasets/arrow_dataset.py:602)")),
+        "zero3 without main_process_first": make_record(status="hang", phase="prepare", launcher_tail=(
+            "    __init__ (deepspeed/runtime/zero/partition_parameters.py:1043)\n    all_gather_into_tensor "
+            "(torch/distributed/distributed_c10d.py:2949)")),
+        "pass": make_record(status="pass", launcher_tail=(
+            "main_process_first (accelerate/accelerator.py:968)\n__init__ (deepspeed/runtime/zero/partition_parameters.py:1043)")),
+    }),
+    ("horovod-built-against-other-framework", failed(
+        "ImportError: /usr/local/lib/python3.8/dist-packages/horovod/tensorflow/mpi_lib.cpython-38-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb", error_class="import"), {
+        # an old-CUDA kernel-launch symbol in the same library: nccl-built-for-old-cuda-launch-api's
+        "cuda launch symbol": failed(
+            "OSError: horovod/mxnet/mpi_lib.cpython-36m-x86_64-linux-gnu.so: undefined symbol: cudaSetupArgument",
+            error_class="import"),
+        "torch's own library": failed(
+            "ImportError: /usr/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: "
+            "_ZN3c1010cuda_dispatch", error_class="import"),
+    }),
+    ("nccl-built-for-old-cuda-launch-api", failed(
+        "OSError: /opt/nccl/lib/libnccl.so.2: undefined symbol: cudaSetupArgument", error_class="import"), {
+        # a newer CUDA symbol missing (a runtime older than the library), and a framework symbol in Horovod
+        "newer cuda symbol": failed(
+            "OSError: /opt/nccl/lib/libnccl.so.2: undefined symbol: cudaGetDriverEntryPoint", error_class="import"),
+        "framework symbol": failed(
+            "ImportError: horovod/torch/mpi_lib_v2.cpython-37m-x86_64-linux-gnu.so: undefined symbol: "
+            "_ZN6caffe26detail37_typeMetaDataInstance_preallocated_32E", error_class="import"),
+    }),
 ]
 
 
@@ -1894,3 +1966,48 @@ def test_torchs_desync_report_names_the_lagging_ranks():
 @pytest.mark.parametrize("bad", [None, "1", [1, "2"], [True], {"1": "x"}])
 def test_a_malformed_ranks_behind_is_not_known(bad):
     assert hints.facts(stalled({"ranks_behind": bad})).ranks_behind is None
+
+
+# The eleventh split's widened and narrowed hints (their CASES entries stay where the hints are): (hint id,
+# record that shows the signature, near misses that must not trigger it)
+WIDENED_11 = [
+    ("nccl-two-libraries", refused(
+        "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.9.9",
+        phase="init"), {
+        # the package and the library of one version
+        "one version": refused(
+            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n"
+            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-devel-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.8.3\n"
+            "/usr/lib64/libnccl.so.2", phase="init"),
+    }),
+    ("mpi-tcp-nonrouted-interface", refused(
+        "[node2][[22157,1],4][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] received unexpected "
+        "process identifier [[22157,1],7]", phase="startup"), {
+        # PMIx's local (unix socket) client to its server: not the network
+        "pmix usock": refused(
+            "usock_peer_recv_connect_ack: [[22157,1],4] received unexpected process identifier ([[22157,0],0]) "
+            "from server: expected ([[22157,0],1])", phase="startup"),
+    }),
+    ("torch-device-id-hang", make_record(
+        status="hang", phase="step", torch="2.6.0", error=(
+            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
+            "broadcast\n    work = group.broadcast([tensor], opts)")), {
+        # torch's debug wrapper found the ranks in different collectives: collective-mismatch's
+        "mismatch named": make_record(status="hang", phase="step", torch="2.6.0", error=(
+            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
+            "broadcast\n    work = group.broadcast([tensor], opts)\nRuntimeError: Detected mismatch between "
+            "collectives on ranks. Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=15, "
+            "OpType=BROADCAST), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).")),
+    }),
+]
+
+
+@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in WIDENED_11], ids=[c[0] for c in WIDENED_11])
+def test_the_eleventh_splits_widened_hints_fire(hint_id, record):
+    assert hint_id in ids(record)
+
+
+@pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in WIDENED_11 for why, rec in c[2].items()],
+                         ids=[f"{c[0]}-{why}" for c in WIDENED_11 for why in c[2]])
+def test_the_eleventh_splits_near_misses_do_not_fire(hint_id, why, record):
+    assert hint_id not in ids(record), why

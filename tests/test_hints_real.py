@@ -419,6 +419,22 @@ FORMATS = [
     ("rank-error", "FileNotFoundError: [Errno 2] No such file or directory: '/opt/conda/envs/train/bin/nvcc'", "cuda-home-missing"),
     ("launcher", "/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\nninja: build stopped: subcommand failed.", "cuda-home-missing"),
     ("rank-error", "ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices in any distributed mode.", "quantized-model-device-map"),
+    # the eleventh split's signatures in other versions' and tools' words: NCCL's IB async events (<= 2.18, 2.19-2.22,
+    # 2.23+), ORTE/PRRTE's oob and the old PTL of "received unexpected process identifier", CPython's debug-build GIL
+    # check under torchrun, a find listing of two libnccl versions, Horovod's TF and MXNet extensions, NCCL's own old
+    # CUDA launch symbol, KHO's debugfs files
+    ("nccl-log", "node1:1:2 [0] NCCL WARN NET/IB : Got async event : port error", "ib-port-error-event"),
+    ("nccl-log", "node1:1:2 [0] transport/net_ib.cc:95 NCCL WARN NET/IB : mlx5_3:1 Got async event : port error", "ib-port-error-event"),
+    ("nccl-log", "node1:1:2 [0] transport/net_ib/init.cc:154 NCCL WARN NET/IB : mlx5_3:1 Got async error event: port error", "ib-port-error-event"),
+    ("launcher", "[node1:01234] [[12345,0],1] tcp_peer_recv_connect_ack: received unexpected process identifier [[12345,0],2] from [[12345,0],0]", "mpi-tcp-nonrouted-interface"),
+    ("launcher", "mca_ptl_tcp_peer_connect: received unexpected process identifier", "mpi-tcp-nonrouted-interface"),
+    ("launcher", "Fatal Python error: _PyMem_DebugMalloc: Python memory allocator called without holding the GIL\nPython runtime state: initialized\n\nCurrent thread 0x00007f41936513c0 (most recent call first):\n  File \"/opt/conda/lib/python3.12/site-packages/torch/distributed/elastic/utils/store.py\", line 31 in get_all", "torchrun-store-gil-segfault"),
+    ("launcher", "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4ebf9d3740 (most recent call first):\n  File \"/home/u/.local/lib/python3.10/site-packages/torch/distributed/elastic/utils/store.py\", line 67 in barrier", "torchrun-store-gil-segfault"),
+    ("tool-output", "/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.3\n/usr/local/nccl/lib/libnccl.so.2.21.5", "nccl-two-libraries"),
+    ("traceback", "ImportError: /usr/local/lib/python3.8/dist-packages/horovod/tensorflow/mpi_lib.cpython-38-x86_64-linux-gnu.so: undefined symbol: _ZNK10tensorflow8OpKernel11TraceStringEPNS_15OpKernelContextEb", "horovod-built-against-other-framework"),
+    ("traceback", "OSError: /usr/lib/python3.7/site-packages/horovod/mxnet/mpi_lib.cpython-37m-x86_64-linux-gnu.so: undefined symbol: MPI_Comm_dup", "horovod-built-against-other-framework"),
+    ("traceback", "OSError: /usr/local/nccl-2.4/lib/libnccl.so.2.4.8: undefined symbol: cudaConfigureCall", "nccl-built-for-old-cuda-launch-api"),
+    ("tool-output", "# cat /sys/kernel/debug/kho/out/scratch_len\n0xc000000", "kho-scratch-unpinnable"),
 ]
 
 
