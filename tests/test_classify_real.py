@@ -82,7 +82,10 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the tenth's (h10b-): a death by a signal (Open MPI's "exited on signal 9 (Killed)")
                      "h10b-host-oom-killed-1",
                      # the tenth's (h10a-): nvidia-smi's process table, a listing that shows the cause's facts
-                     "h10a-stray-context-gpu0-1"}
+                     "h10a-stray-context-gpu0-1",
+                     # the eleventh's (h11d-): deaths by a signal (Ray's memory monitor's SIGKILL summary, a
+                     # title's SIGBUS)
+                     "h11d-host-oom-killed-1", "h11d-sigbus-shm-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

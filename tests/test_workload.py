@@ -430,6 +430,11 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "NVRM: Xid (PCI:0000:1b:00): 119, pid=2345, name=python, Timeout after 6s of waiting for RPC response "
          "from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).", "driver"),
     ("", "NVRM: GPU0 _kgspRpcRecvPoll: Timeout waiting for RPC from GSP!", "driver"),
+    # a process joining a Ray cluster of other versions (Ray's check, Ray Client's) is the launcher's
+    ("RuntimeError", "Version mismatch: The cluster was started with:\n    Ray: 2.12.0\n    Python: 3.11.11\n"
+                     "This process on node 10.0.0.5 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21", "launcher"),
+    ("RuntimeError", "Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7",
+     "launcher"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected
