@@ -88,7 +88,10 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the eleventh's: a file listing, an NCCL INFO line, titles, and deaths by a signal
                      # (DeepSpeed's sigkill_handler with the OOM killer's dmesg line, torchrun's SIGSEGV)
                      "h11a-nccl-dup-lib-1", "h11a-gdr-1", "h11b-slow-rank-init-timeout-1", "h11b-host-oom-killed-1",
-                     "h11b-old-torch-segfault-1"}
+                     "h11b-old-torch-segfault-1",
+                     # the eleventh's (h11d-): deaths by a signal (Ray's memory monitor's SIGKILL summary, a
+                     # title's SIGBUS)
+                     "h11d-host-oom-killed-1", "h11d-sigbus-shm-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

@@ -330,6 +330,10 @@ CASES = [
                                   "signal SIGSEGV", error_class=None),
         "srun's task failed": failed("", launcher_tail="srun: error: gpu-n12: task 3: Exited with exit code 1",
                                      error_class=None),
+        # Ray's summary where its memory monitor killed none (only crashes of other causes)
+        "Ray's summary with no OOM kill": failed("", error_class=None, launcher_tail=(
+            "(raylet) node_manager.cc:3040: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 2 Workers "
+            "crashed due to other reasons at node (ID: 2c82, IP: 172.31.183.172) over the last time period.")),
     }),
     ("ddp-unused-parameters", failed("RuntimeError: Expected to have finished reduction in the prior iteration before "
                                      "starting a new one.", phase="step", error_class="other"), {
@@ -1567,6 +1571,56 @@ CASES = [
         "framework symbol": failed(
             "ImportError: horovod/torch/mpi_lib_v2.cpython-37m-x86_64-linux-gnu.so: undefined symbol: "
             "_ZN6caffe26detail37_typeMetaDataInstance_preallocated_32E", error_class="import"),
+    }),
+    ("vllm-wake-up-oom", failed(
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/device_allocator/cumem.py", line 207, in wake_up\n'
+        '    create_and_map(handle)\n'
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/device_allocator/cumem.py", line 75, in create_and_map\n'
+        '    python_create_and_map(*allocation_handle)\n'
+        'RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62', phase="step",
+        error_class="oom"), {
+        # the same allocator out of memory while the model loads: the model's own size, not the wake-up
+        "at load": failed("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+                          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB.", phase="prepare",
+                          error_class="oom"),
+        "another CUDA error in wake_up": failed(
+            '  File "/opt/vllm/device_allocator/cumem.py", line 207, in wake_up\n    create_and_map(handle)\n'
+            'RuntimeError: CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:62', phase="step",
+            error_class="cuda"),
+    }),
+    ("ray-version-mismatch", failed(
+        "RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 2.12.0\n    Python: 3.11.11\n"
+        "This process on node 10.123.3.87 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21",
+        phase="startup", error_class="launcher"), {
+        # Ray 2.4x+ warns of a patch-level difference and goes on: not the refusal
+        "the patch-level warning": failed(
+            "WARNING utils.py:1591 -- Python patch version mismatch: The cluster was started with:\n    Ray: 2.41.0\n"
+            "    Python: 3.12.8\nThis process on Ray Client was started with:\n    Ray: 2.41.0\n    Python: 3.12.3",
+            phase="startup", error_class="launcher"),
+        "the run passed": make_record(status="pass", launcher_tail=(
+            "RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 2.12.0\n    Python: 3.11.11")),
+        "another version check": failed("RuntimeError: Version mismatch between libnccl.so.2.18.1 and NCCL headers",
+                                        phase="startup", error_class="import"),
+    }),
+    ("extension-built-for-other-torch", failed(
+        "ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi", phase="startup", error_class="import"), {
+        # torch's own library missing a torch symbol: a broken torch install, not an extension's build
+        "torch's own library": failed(
+            "OSError: /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so: undefined symbol: "
+            "_ZN3c1021throwNullDataPtrErrorEv", phase="startup", error_class="import"),
+        "torch's _C": failed(
+            "ImportError: /opt/conda/lib/python3.10/site-packages/torch/_C.cpython-310-x86_64-linux-gnu.so: "
+            "undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE", phase="startup",
+            error_class="import"),
+        # an NCCL symbol in torch: two NCCL libraries (nccl-two-libraries)
+        "an NCCL symbol": failed(
+            "ImportError: /venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: "
+            "ncclCommWindowRegister", phase="startup", error_class="import"),
+        # a CUDA runtime symbol: the extension's CUDA, not torch's API
+        "a CUDA symbol": failed(
+            "ImportError: /usr/local/lib/python3.10/dist-packages/xformers/_C.so: undefined symbol: "
+            "cudaGetDriverEntryPointByVersion, version libcudart.so.12", phase="startup", error_class="import"),
     }),
 ]
 

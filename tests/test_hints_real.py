@@ -435,6 +435,18 @@ FORMATS = [
     ("traceback", "OSError: /usr/lib/python3.7/site-packages/horovod/mxnet/mpi_lib.cpython-37m-x86_64-linux-gnu.so: undefined symbol: MPI_Comm_dup", "horovod-built-against-other-framework"),
     ("traceback", "OSError: /usr/local/nccl-2.4/lib/libnccl.so.2.4.8: undefined symbol: cudaConfigureCall", "nccl-built-for-old-cuda-launch-api"),
     ("tool-output", "# cat /sys/kernel/debug/kho/out/scratch_len\n0xc000000", "kho-scratch-unpinnable"),
+    # issue 23, eleventh split h11d-: vLLM's sleep mode, Ray, torch extensions in other releases' words
+    ("rank-error", "(WorkerDict pid=812) File \"/opt/vllm/vllm/device_allocator/cumem.py\", line 230, in wake_up\n(WorkerDict pid=812)     create_and_map(handle)\n(WorkerDict pid=812) RuntimeError: CUDA Error: out of memory at /tmp/build/csrc/cumem_allocator.cpp:119", "vllm-wake-up-oom"),
+    ("rank-error", "RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 0.8.7\n    Python: 3.7.7\n    Pyarrow: 0.14.1\nThis process on node 192.168.1.38 was started with:\n    Ray: 0.8.6\n    Python: 3.7.7\n    Pyarrow: 0.14.1", "ray-version-mismatch"),
+    ("rank-error", "ERROR - failed to connect: Version mismatch: The cluster was started with:\n    Ray: 3.0.0.dev0\n    Python: 3.9.23\nThis process on Ray Client was started with:\n    Ray: 2.50.0\n    Python: 3.12.3", "ray-version-mismatch"),
+    ("rank-error", "RuntimeError: Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7", "ray-version-mismatch"),
+    ("rank-error", "RuntimeError: Client Ray installation incompatible with server: client is 2021-05-20, server is 2021-12-07", "ray-version-mismatch"),
+    ("launcher", "(raylet) [2023-04-09 07:23:59,445 E 395 395] (raylet) node_manager.cc:3049: 10 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: e5d9, IP: 10.0.62.231) over the last time period.", "host-oom-killed"),
+    ("rank-error", "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the node (IP: 10.0.62.231) where the task was running was 27.71GB / 28.80GB (0.962273), which exceeds the memory usage threshold of 0.95.", "host-oom-killed"),
+    ("rank-error", "ray.exceptions.OutOfMemoryError: 2 worker(s) were killed due to the node running low on memory.", "host-oom-killed"),
+    ("rank-error", "UserWarning: Failed to load image Python extension: '/opt/conda/lib/python3.10/site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'", "extension-built-for-other-torch"),
+    ("traceback", "OSError: /usr/local/lib/python3.8/dist-packages/torchaudio/lib/libtorchaudio.so: undefined symbol: _ZNK3c104Type14isSubtypeOfExtERKSt10shared_ptrIS0_EPSo", "extension-built-for-other-torch"),
+    ("traceback", "ImportError: /home/u/detectron2/detectron2/_C.cpython-38-x86_64-linux-gnu.so: undefined symbol: _Z16THPVariable_WrapN2at10TensorBaseE", "extension-built-for-other-torch"),
 ]
 
 

@@ -435,6 +435,11 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "nvcc fatal   : Unsupported gpu architecture 'compute_89'\nninja: build stopped: subcommand failed.", "import"),
     ("", "nvcc fatal   : Value 'sm_90' is not defined for option 'gpu-architecture'", "import"),
     ("AttributeError", "AttributeError: 'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'", "import"),
+    # a process joining a Ray cluster of other versions (Ray's check, Ray Client's) is the launcher's
+    ("RuntimeError", "Version mismatch: The cluster was started with:\n    Ray: 2.12.0\n    Python: 3.11.11\n"
+                     "This process on node 10.0.0.5 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21", "launcher"),
+    ("RuntimeError", "Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7",
+     "launcher"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -240,6 +240,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # releases; Ray unable to place vLLM's workers
                             r"use_libuv was requested|unknown option \"?--(?:hnp|tree-spawn|prtemca|pmixmca)|"
                             r"\[mpiexec@[^\]\n]{1,200}\] match_arg|No available node types can fulfill resource request|"
+                            # a process joining a Ray cluster of other Ray/Python versions (Ray's own check, and
+                            # Ray Client's), not the "Python patch version mismatch" warning
+                            r"(?:^|[\n:>\]])\s{0,4}Version mismatch: The cluster was started with|"
+                            r"Python minor versions differ between client and server|"
+                            r"Client Ray installation incompatible with server|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
                             r"(?:ORTE|PRTE) daemon has unexpectedly failed|"
                             # DeepSpeed's runner: --include/--exclude naming a slot the hostfile lacks
