@@ -1622,6 +1622,36 @@ CASES = [
             "ImportError: /usr/local/lib/python3.10/dist-packages/xformers/_C.so: undefined symbol: "
             "cudaGetDriverEntryPointByVersion, version libcudart.so.12", phase="startup", error_class="import"),
     }),
+    # the twelfth split's (h12e-) new hints
+    ("ninja-missing", failed(
+        '  File "/usr/lib/python3/dist-packages/torch/utils/cpp_extension.py", line 1681, in verify_ninja_availability\n'
+        '    raise RuntimeError("Ninja is required to load C++ extensions")\nRuntimeError: Ninja is required to load '
+        'C++ extensions', phase="prepare", error_class="import"), {
+        # ninja ran and the build failed: the compiler's error, not a missing ninja
+        "the build failed": failed("ninja: build stopped: subcommand failed.\nRuntimeError: Error building extension "
+                                   "'cpu_adam'", phase="prepare", error_class="import"),
+        # DeepSpeed's op that cannot be JIT-built for another reason
+        "op incompatible": failed("RuntimeError: Unable to JIT load the async_io op due to it not being compatible due "
+                                  "to hardware/software issue.", phase="prepare", error_class="other"),
+    }),
+    ("torch-lacks-imported-name", failed(
+        "ImportError: cannot import name 'DTensor' from 'torch.distributed.tensor' "
+        "(/usr/lib/python3.10/site-packages/torch/distributed/tensor/__init__.py)", phase="startup",
+        error_class="import"), {
+        # another package's name, torchvision's, a circular import, a torch without its package, a local torch.py
+        "another package": failed("ImportError: cannot import name 'is_torch_tpu_available' from 'transformers' "
+                                  "(/venv/lib/python3.10/site-packages/transformers/__init__.py)", phase="startup",
+                                  error_class="import"),
+        "torchvision": failed("ImportError: cannot import name 'rgb_to_grayscale' from "
+                              "'torchvision.transforms.functional_tensor'", phase="startup", error_class="import"),
+        "circular import": failed("ImportError: cannot import name 'nn' from partially initialized module 'torch' "
+                                  "(most likely due to a circular import) (/venv/lib/python3.10/site-packages/torch/"
+                                  "__init__.py)", phase="startup", error_class="import"),
+        "no torch package": failed("ImportError: cannot import name 'Tensor' from 'torch' (unknown location)",
+                                   phase="startup", error_class="import"),
+        "a local torch.py": failed("ImportError: cannot import name 'nn' from 'torch' (/home/u/project/torch.py)",
+                                   phase="startup", error_class="import"),
+    }),
 ]
 
 
@@ -2064,4 +2094,43 @@ def test_the_eleventh_splits_widened_hints_fire(hint_id, record):
 @pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in WIDENED_11 for why, rec in c[2].items()],
                          ids=[f"{c[0]}-{why}" for c in WIDENED_11 for why in c[2]])
 def test_the_eleventh_splits_near_misses_do_not_fire(hint_id, why, record):
+    assert hint_id not in ids(record), why
+
+
+# The twelfth split's widened hints, group h12e- (their CASES entries stay where the hints are): (hint id, record
+# that shows the signature, near misses that must not trigger it)
+WIDENED_12E = [
+    ("fp16-trainable-params", failed("ValueError : Attemting to unscale fp16 Gradients", phase="step",
+                                     error_class="other"), {
+        # a loss-scale overflow names no fp16 gradient of a trainable parameter
+        "overflow": failed("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+                           phase="step", error_class="other"),
+    }),
+    ("fsdp-mixed-requires-grad", failed("ValueError: `FlatParameter` requires uniform dtype but got torch.bfloat16 "
+                                        "and torch.float32", phase="prepare", error_class="other"), {
+        # torch 1.13's other FlatParameter checks
+        "nesting": failed("ValueError: `FlatParameter` does not support nesting", phase="prepare",
+                          error_class="other"),
+        "not floating point": failed("ValueError: Cannot flatten integer dtype tensors", phase="prepare",
+                                     error_class="other"),
+    }),
+    ("bf16-unsupported-gpu", failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
+                                    phase="startup", error_class="other", capability="7.0"), {
+        # on an Ampere GPU the message means a torch before 1.7 or CUDA before 11, not the GPU
+        "an Ampere GPU": failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
+                                phase="startup", error_class="other", capability="8.0"),
+        "tf32 turned off": failed("UserWarning: TF32 is disabled (torch.backends.cuda.matmul.allow_tf32 = False)",
+                                  phase="step", error_class="other", capability="7.0"),
+    }),
+]
+
+
+@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in WIDENED_12E], ids=[c[0] for c in WIDENED_12E])
+def test_the_twelfth_splits_h12e_widened_hints_fire(hint_id, record):
+    assert hint_id in ids(record)
+
+
+@pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in WIDENED_12E for why, rec in c[2].items()],
+                         ids=[f"{c[0]}-{why}" for c in WIDENED_12E for why in c[2]])
+def test_the_twelfth_splits_h12e_near_misses_do_not_fire(hint_id, why, record):
     assert hint_id not in ids(record), why

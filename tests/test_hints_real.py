@@ -447,6 +447,16 @@ FORMATS = [
     ("rank-error", "UserWarning: Failed to load image Python extension: '/opt/conda/lib/python3.10/site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'", "extension-built-for-other-torch"),
     ("traceback", "OSError: /usr/local/lib/python3.8/dist-packages/torchaudio/lib/libtorchaudio.so: undefined symbol: _ZNK3c104Type14isSubtypeOfExtERKSt10shared_ptrIS0_EPSo", "extension-built-for-other-torch"),
     ("traceback", "ImportError: /home/u/detectron2/detectron2/_C.cpython-38-x86_64-linux-gnu.so: undefined symbol: _Z16THPVariable_WrapN2at10TensorBaseE", "extension-built-for-other-torch"),
+    # issue 23, twelfth split h12e-: ninja (torch's check, DeepSpeed's jit_load), a torch without an imported name (a
+    # removed one, a nightly's), FSDP's dtype check (torch 1.12-1.13, 2.0+), GradScaler's fp16 gradients, TF32
+    ("traceback", "RuntimeError: Unable to JIT load the fused_adam op due to ninja not being installed.", "ninja-missing"),
+    ("traceback", "  File \"/opt/conda/lib/python3.8/site-packages/torch/utils/cpp_extension.py\", line 1500, in verify_ninja_availability\n    raise RuntimeError(\"Ninja is required to load C++ extensions\")", "ninja-missing"),
+    ("traceback", "ImportError: cannot import name 'container_abcs' from 'torch._six' (/opt/conda/lib/python3.9/site-packages/torch/_six.py)", "torch-lacks-imported-name"),
+    ("traceback", "ImportError: cannot import name 'fully_shard' from 'torch.distributed.fsdp' (/usr/local/lib/python3.10/dist-packages/torch/distributed/fsdp/__init__.py)", "torch-lacks-imported-name"),
+    ("traceback", "ValueError: `FlatParameter` requires uniform dtype but got torch.float16 and torch.float32", "fsdp-mixed-requires-grad"),
+    ("traceback", "ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32", "fsdp-mixed-requires-grad"),
+    ("traceback", "  File \"/usr/lib/python3/dist-packages/torch/cuda/amp/grad_scaler.py\", line 212, in _unscale_grads_\n    raise ValueError(\"Attempting to unscale FP16 gradients.\")", "fp16-trainable-params"),
+    ("traceback", "ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7", "bf16-unsupported-gpu"),
 ]
 
 

@@ -440,6 +440,14 @@ def test_decode_nccl_version(code: int, text: str) -> None:
                      "This process on node 10.0.0.5 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21", "launcher"),
     ("RuntimeError", "Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7",
      "launcher"),
+    # no ninja to build an extension, the compiler step of a build failing, a torch without a name the code imports
+    ("", "RuntimeError: Ninja is required to load C++ extensions", "import"),
+    ("", "RuntimeError: Unable to JIT load the cpu_adam op due to ninja not being installed.", "import"),
+    ("", "error: command '/usr/bin/gcc' failed with exit code 1", "import"),
+    ("", "error: command 'x86_64-linux-gnu-gcc' failed with exit status 1", "import"),
+    ("", "cannot import name 'Partial' from 'torch.distributed._tensor'", "import"),
+    # a command that is not a compiler failing is not a build's
+    ("", "error: command 'git' failed with exit code 128", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

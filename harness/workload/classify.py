@@ -160,7 +160,14 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # so its library never loads: torch's "Error building extension", nvcc not knowing the
                           # GPU's arch, DeepSpeed's optimizer without its op ("no attribute 'ds_opt_adam'")
                           r"Error building extension '|Unsupported gpu archite(?:c|ch)ture|"
-                          r"is not defined for option .gpu-architecture|has no attribute .ds_opt_\w+", re.I)),
+                          r"is not defined for option .gpu-architecture|has no attribute .ds_opt_\w+|"
+                          # no ninja to build one (torch's verify_ninja_availability, DeepSpeed's jit_load), and
+                          # setuptools' compiler step of the build ("command '/usr/bin/gcc' failed with exit code 1",
+                          # distutils' "exit status 1")
+                          r"Ninja is required to load C\+\+ extensions|due to ninja not being installed|"
+                          r"'[^'\n]{0,200}\b(?:gcc|g\+\+|c\+\+|nvcc|clang\+{0,2})' failed with exit (?:code|status) \d|"
+                          # CPython's ImportError of a from-import whose name the module lacks (a version skew)
+                          r"cannot import name\b", re.I)),
     # a CUDA failure named inside NCCL's wrapper is the cause, not the wrapper
     ("cuda", re.compile(r"illegal memory access|unspecified launch failure|misaligned address|"
                         r"device-side assert|uncorrectable ECC|Xid|"
