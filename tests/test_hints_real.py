@@ -447,6 +447,10 @@ FORMATS = [
     ("rank-error", "UserWarning: Failed to load image Python extension: '/opt/conda/lib/python3.10/site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'", "extension-built-for-other-torch"),
     ("traceback", "OSError: /usr/local/lib/python3.8/dist-packages/torchaudio/lib/libtorchaudio.so: undefined symbol: _ZNK3c104Type14isSubtypeOfExtERKSt10shared_ptrIS0_EPSo", "extension-built-for-other-torch"),
     ("traceback", "ImportError: /home/u/detectron2/detectron2/_C.cpython-38-x86_64-linux-gnu.so: undefined symbol: _Z16THPVariable_WrapN2at10TensorBaseE", "extension-built-for-other-torch"),
+    # issue 23, twelfth split h12d-: vLLM's Ray executor without a GPU worker on the driver's node, 0.2-0.6's check
+    # (ray_gpu_executor.py) and ray_utils.py's from 0.5
+    ("rank-error", "[rank0]: ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.", "ray-driver-node-without-gpu"),
+    ("launcher", "(EngineCore_DP0 pid=14400) ValueError: Current node has no GPU available. current_node_resource={'memory': 2151287372800.0, 'CPU': 192.0, 'node:10.0.0.3': 1.0}. vLLM engine cannot start without GPU. Make sure you have at least 1 GPU available in a node current_node_id='a776' current_ip='10.0.0.3'.", "ray-driver-node-without-gpu"),
 ]
 
 
@@ -509,3 +513,15 @@ def test_an_alternative_that_holds_settles_its_any():
     got = fired(log_record(entries()["p2p-hang-consumer-1"]))["rtx40-p2p-hang"]
     assert "phase" not in got.unknown
     assert set(got.unknown) == {"gpu_name", "gpu_count_min", "driver_below", "env_unset"}
+
+
+# issue 23, twelfth split h12d-: a worker hung in vLLM's custom all-reduce set-up, as VLLM_TRACE_FUNCTION's last call,
+# py-spy's dump and a traceback's frame say it, in 0.4's _gather_ipc_meta and 0.6+'s create_shared_buffer
+@pytest.mark.parametrize("where,text", [
+    ("tool-output", "==> vllm_trace_frame_for_process_2201_thread_1401 <==\n2024-09-02 10:11:12.1 Call to create_shared_buffer in /usr/lib/python3.10/site-packages/vllm/distributed/device_communicators/custom_all_reduce.py:150 from __init__ in /usr/lib/python3.10/site-packages/vllm/distributed/device_communicators/custom_all_reduce.py:132"),
+    ("tool-output", "Thread 2201 (idle): \"MainThread\"\n    broadcast_object_list (torch/distributed/distributed_c10d.py:2603)\n    _gather_ipc_meta (vllm/distributed/device_communicators/custom_all_reduce.py:217)\n    __init__ (vllm/distributed/device_communicators/custom_all_reduce.py:190)"),
+    ("rank-error", "  File \"/usr/local/lib/python3.10/dist-packages/vllm/model_executor/parallel_utils/custom_all_reduce.py\", line 222, in _gather_ipc_meta\n    dist.all_gather_object(all_data, data)\nKeyboardInterrupt"),
+])
+def test_a_worker_hung_in_vllms_custom_all_reduce_set_up_is_named(where, text):
+    entry = {"id": "format", "where": where, "excerpt": text, "expected_class": "hang", "cause": "?"}
+    assert "vllm-custom-allreduce-ipc-hang" in fired(log_record(entry))

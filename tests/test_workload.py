@@ -440,6 +440,14 @@ def test_decode_nccl_version(code: int, text: str) -> None:
                      "This process on node 10.0.0.5 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21", "launcher"),
     ("RuntimeError", "Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7",
      "launcher"),
+    # vLLM's Ray executor with no GPU worker on the driver's node (0.2-0.6, and ray_utils from 0.5) is the launcher's;
+    # CUDA's 802 by its number alone (the fabric manager not done) is the driver's
+    ("ValueError", "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+                   "running the driver on a GPU node.", "launcher"),
+    ("ValueError", "Current node has no GPU available. current_node_resource={'CPU': 8.0, 'memory': 1.0}. vLLM engine "
+                   "cannot start without GPU. Make sure you have at least 1 GPU available in a node", "launcher"),
+    ("RuntimeError", "CUDA Error 802 on all H200 multi-GPU jobs", "driver"),
+    ("RuntimeError", "cudaGetDeviceCount failed: CUDA runtime error (802)", "driver"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected
