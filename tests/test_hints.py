@@ -1652,6 +1652,41 @@ CASES = [
         "a local torch.py": failed("ImportError: cannot import name 'nn' from 'torch' (/home/u/project/torch.py)",
                                    phase="startup", error_class="import"),
     }),
+    # the twelfth split's (h12d-)
+    ("ray-driver-node-without-gpu", failed(
+        "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group "
+        "or running the driver on a GPU node.", phase="startup", error_class="launcher"), {
+        # a placement group still pending: too few GPUs, an IP Ray does not know, PACK over one-GPU nodes
+        "a pending placement group": failed(
+            "INFO 08-23 10:16:22 ray_utils.py:174] Waiting for creating a placement group of specs for 10 seconds. "
+            "specs=[{'GPU': 1.0, 'node:192.168.50.192': 0.001}, {'GPU': 1.0}] (PACK)", phase="startup",
+            error_class="launcher"),
+        # another platform's device key on a GPU node (an NPU build on a GPU host): not the driver's node
+        "another device": failed(
+            "ValueError: Current node has no NPU available. current_node_resource={'CPU': 192.0, 'GPU': 8.0}. vLLM "
+            "engine cannot start without NPU.", phase="startup", error_class="launcher"),
+        "the run passed": make_record(status="pass", launcher_tail=(
+            "ValueError: Ray does not allocate any GPUs on the driver node.")),
+    }),
+    ("vllm-custom-allreduce-ipc-hang", make_record(
+        status="hang", phase="prepare", launcher_tail=(
+            "2024-04-15 13:59:04.981153 Call to _gather_ipc_meta in /workspace/vllm/model_executor/parallel_utils/"
+            "custom_all_reduce.py:222")), {
+        # the exchange returned: the hang is elsewhere
+        "returned": make_record(status="hang", phase="prepare", launcher_tail=(
+            "2024-04-15 13:59:04.981153 Call to _gather_ipc_meta in /vllm/custom_all_reduce.py:222 from __init__ in "
+            "/vllm/custom_all_reduce.py:180\n2024-04-15 13:59:05.001 Return from _gather_ipc_meta in "
+            "/vllm/custom_all_reduce.py:240 to __init__ in /vllm/custom_all_reduce.py:181")),
+        # an error raised inside it is that error's cause, not a hang
+        "a failure in it": failed(
+            '  File "/vllm/distributed/device_communicators/custom_all_reduce.py", line 230, in _gather_ipc_meta\n'
+            "    dist.broadcast_object_list(all_data[i], src=rank, group=self.group)\n"
+            "RuntimeError: NCCL error: unhandled system error", phase="prepare"),
+        # the all-reduce itself running (a hang in the kernel, not the set-up)
+        "another function": make_record(status="hang", phase="step", launcher_tail=(
+            "Thread 1113 (idle): \"MainThread\"\n    all_reduce (vllm/distributed/device_communicators/"
+            "custom_all_reduce.py:301)")),
+    }),
 ]
 
 

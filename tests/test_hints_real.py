@@ -457,6 +457,10 @@ FORMATS = [
     ("traceback", "ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32", "fsdp-mixed-requires-grad"),
     ("traceback", "  File \"/usr/lib/python3/dist-packages/torch/cuda/amp/grad_scaler.py\", line 212, in _unscale_grads_\n    raise ValueError(\"Attempting to unscale FP16 gradients.\")", "fp16-trainable-params"),
     ("traceback", "ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7", "bf16-unsupported-gpu"),
+    # issue 23, twelfth split h12d-: vLLM's Ray executor without a GPU worker on the driver's node, 0.2-0.6's check
+    # (ray_gpu_executor.py) and ray_utils.py's from 0.5
+    ("rank-error", "[rank0]: ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.", "ray-driver-node-without-gpu"),
+    ("launcher", "(EngineCore_DP0 pid=14400) ValueError: Current node has no GPU available. current_node_resource={'memory': 2151287372800.0, 'CPU': 192.0, 'node:10.0.0.3': 1.0}. vLLM engine cannot start without GPU. Make sure you have at least 1 GPU available in a node current_node_id='a776' current_ip='10.0.0.3'.", "ray-driver-node-without-gpu"),
 ]
 
 
@@ -519,3 +523,15 @@ def test_an_alternative_that_holds_settles_its_any():
     got = fired(log_record(entries()["p2p-hang-consumer-1"]))["rtx40-p2p-hang"]
     assert "phase" not in got.unknown
     assert set(got.unknown) == {"gpu_name", "gpu_count_min", "driver_below", "env_unset"}
+
+
+# issue 23, twelfth split h12d-: a worker hung in vLLM's custom all-reduce set-up, as VLLM_TRACE_FUNCTION's last call,
+# py-spy's dump and a traceback's frame say it, in 0.4's _gather_ipc_meta and 0.6+'s create_shared_buffer
+@pytest.mark.parametrize("where,text", [
+    ("tool-output", "==> vllm_trace_frame_for_process_2201_thread_1401 <==\n2024-09-02 10:11:12.1 Call to create_shared_buffer in /usr/lib/python3.10/site-packages/vllm/distributed/device_communicators/custom_all_reduce.py:150 from __init__ in /usr/lib/python3.10/site-packages/vllm/distributed/device_communicators/custom_all_reduce.py:132"),
+    ("tool-output", "Thread 2201 (idle): \"MainThread\"\n    broadcast_object_list (torch/distributed/distributed_c10d.py:2603)\n    _gather_ipc_meta (vllm/distributed/device_communicators/custom_all_reduce.py:217)\n    __init__ (vllm/distributed/device_communicators/custom_all_reduce.py:190)"),
+    ("rank-error", "  File \"/usr/local/lib/python3.10/dist-packages/vllm/model_executor/parallel_utils/custom_all_reduce.py\", line 222, in _gather_ipc_meta\n    dist.all_gather_object(all_data, data)\nKeyboardInterrupt"),
+])
+def test_a_worker_hung_in_vllms_custom_all_reduce_set_up_is_named(where, text):
+    entry = {"id": "format", "where": where, "excerpt": text, "expected_class": "hang", "cause": "?"}
+    assert "vllm-custom-allreduce-ipc-hang" in fired(log_record(entry))

@@ -448,6 +448,14 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "cannot import name 'Partial' from 'torch.distributed._tensor'", "import"),
     # a command that is not a compiler failing is not a build's
     ("", "error: command 'git' failed with exit code 128", "other"),
+    # vLLM's Ray executor with no GPU worker on the driver's node (0.2-0.6, and ray_utils from 0.5) is the launcher's;
+    # CUDA's 802 by its number alone (the fabric manager not done) is the driver's
+    ("ValueError", "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or "
+                   "running the driver on a GPU node.", "launcher"),
+    ("ValueError", "Current node has no GPU available. current_node_resource={'CPU': 8.0, 'memory': 1.0}. vLLM engine "
+                   "cannot start without GPU. Make sure you have at least 1 GPU available in a node", "launcher"),
+    ("RuntimeError", "CUDA Error 802 on all H200 multi-GPU jobs", "driver"),
+    ("RuntimeError", "cudaGetDeviceCount failed: CUDA runtime error (802)", "driver"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -45,6 +45,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"Driver/library version mismatch|Found no NVIDIA driver|Failed to initialize NVML|"
                           r"NVIDIA kernel module|nvidia-fabricmanager|fabric ?manager|"
                           r"system not yet initialized|cudaErrorSystemNotReady|"
+                          # the same (802) by its number only: "CUDA Error 802", a runtime error (802)
+                          r"\berror \(?802\b|runtime error \(802\)|"
                           r"CUDA_ERROR_SYSTEM_NOT_READY|forward compatibility was attempted|"
                           r"cudaErrorCompatNotSupportedOnDevice|"
                           # the NGC images' start-up check, and nvidia-container-cli's requirement check
@@ -247,6 +249,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # releases; Ray unable to place vLLM's workers
                             r"use_libuv was requested|unknown option \"?--(?:hnp|tree-spawn|prtemca|pmixmca)|"
                             r"\[mpiexec@[^\]\n]{1,200}\] match_arg|No available node types can fulfill resource request|"
+                            # vLLM's Ray executor finding no GPU worker on its own (the driver's) node
+                            r"Ray does not allocate any \w{1,10} on the driver node|"
+                            r"Current node has no GPU available\. current_node_resource=|"
                             # a process joining a Ray cluster of other Ray/Python versions (Ray's own check, and
                             # Ray Client's), not the "Python patch version mismatch" warning
                             r"(?:^|[\n:>\]])\s{0,4}Version mismatch: The cluster was started with|"
