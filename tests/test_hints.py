@@ -1622,6 +1622,13 @@ CASES = [
             "ImportError: /usr/local/lib/python3.10/dist-packages/xformers/_C.so: undefined symbol: "
             "cudaGetDriverEntryPointByVersion, version libcudart.so.12", phase="startup", error_class="import"),
     }),
+    ("hostname-resolves-to-loopback", refused("RuntimeError: IP address 127.0.1.1 not found in cluster IPs: ['10.1.2.3']"), {
+        # the node's address from another interface: not loopback, another cause
+        "another interface": refused("RuntimeError: IP address 10.102.3.53 not found in cluster IPs: "
+                                     "['10.244.10.126', '10.244.10.127']"),
+        "loopback elsewhere": refused("[c10d] The client socket has failed to connect to [127.0.1.1]:29500 "
+                                      "(errno: 111 - Connection refused)."),
+    }),
 ]
 
 
@@ -2064,4 +2071,34 @@ def test_the_eleventh_splits_widened_hints_fire(hint_id, record):
 @pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in WIDENED_11 for why, rec in c[2].items()],
                          ids=[f"{c[0]}-{why}" for c in WIDENED_11 for why in c[2]])
 def test_the_eleventh_splits_near_misses_do_not_fire(hint_id, why, record):
+    assert hint_id not in ids(record), why
+
+
+# The twelfth split's groups h12b- and h12c-: its widened hints (their CASES entries stay where the hints are):
+# (hint id, record that shows the signature, near misses that must not trigger it)
+TWELFTH_BC = [
+    ("mpi-host-slots-syntax", refused(
+        "here are not enough slots available in the system to satisfy the N\nslots that were requested by the "
+        "application:\n\n  ./all_reduce_perf"), {
+        # Open MPI refusing to bind more processes than cpus, or to find the executable: other causes
+        "binding": refused("A request was made to bind to that would result in binding more\nprocesses than cpus on a "
+                           "resource:"),
+        "executable": refused("mpirun was unable to launch the specified application as it could not access\n"
+                              "or execute an executable:"),
+    }),
+    ("launcher-ssh-unreachable", refused("Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
+                                         "Permission denied, please try again."), {
+        "the check passed": refused("Checking ssh on all remote hosts.\nSSH was successful into all the remote hosts."),
+    }),
+]
+
+
+@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in TWELFTH_BC], ids=[c[0] for c in TWELFTH_BC])
+def test_the_twelfth_splits_bc_hints_fire(hint_id, record):
+    assert hint_id in ids(record)
+
+
+@pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in TWELFTH_BC for why, rec in c[2].items()],
+                         ids=[f"{c[0]}-{why}" for c in TWELFTH_BC for why in c[2]])
+def test_the_twelfth_splits_bc_near_misses_do_not_fire(hint_id, why, record):
     assert hint_id not in ids(record), why

@@ -447,6 +447,15 @@ FORMATS = [
     ("rank-error", "UserWarning: Failed to load image Python extension: '/opt/conda/lib/python3.10/site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'", "extension-built-for-other-torch"),
     ("traceback", "OSError: /usr/local/lib/python3.8/dist-packages/torchaudio/lib/libtorchaudio.so: undefined symbol: _ZNK3c104Type14isSubtypeOfExtERKSt10shared_ptrIS0_EPSo", "extension-built-for-other-torch"),
     ("traceback", "ImportError: /home/u/detectron2/detectron2/_C.cpython-38-x86_64-linux-gnu.so: undefined symbol: _Z16THPVariable_WrapN2at10TensorBaseE", "extension-built-for-other-torch"),
+    # the twelfth split (h12b-/h12c-): Open MPI's slots refusal as 1.x-3.x wrap it, as 4.x/PRRTE wrap it, and a paste
+    # that lost its first letter; Horovod's ssh check in both releases' words; SkyPilot's loopback node address
+    ("launcher", "There are not enough slots available in the system to satisfy the 16 slots\nthat were requested by the application:\n  ./xhpl", "mpi-host-slots-syntax"),
+    ("launcher", "There are not enough slots available in the system to satisfy the 4\nslots that were requested by the application:\n\n  python", "mpi-host-slots-syntax"),
+    ("launcher", "here are not enough slots available in the system to satisfy the N\nslots that were requested by the application:", "mpi-host-slots-syntax"),
+    ("launcher", "Checking ssh on all remote hosts.\nssh not successful for host hpc4:\nPermission denied, please try again.", "launcher-ssh-unreachable"),
+    ("launcher", "ssh not successful for host 10.0.0.2.\nstderr:\n\nstdout:\n", "launcher-ssh-unreachable"),
+    ("launcher", "RuntimeError: IP address 127.0.0.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']", "hostname-resolves-to-loopback"),
+    ("rank-error", "RuntimeError: IP address ::1 not found in cluster IPs: ['fd00::4', 'fd00::5']", "hostname-resolves-to-loopback"),
 ]
 
 

@@ -440,6 +440,12 @@ def test_decode_nccl_version(code: int, text: str) -> None:
                      "This process on node 10.0.0.5 was started with:\n    Ray: 2.42.0\n    Python: 3.9.21", "launcher"),
     ("RuntimeError", "Python minor versions differ between client and server: client is 3.8.10, server is 3.7.7",
      "launcher"),
+    # Horovod's ssh check of its hosts (either release's wording), SkyPilot's node address not in its cluster
+    ("", "Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
+         "root@10.0.0.2: Permission denied (publickey,password).", "launcher"),
+    ("", "ssh not successful for host node-1.\nstderr:\nssh: Could not connect", "launcher"),
+    ("RuntimeError", "RuntimeError: IP address 127.0.1.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']",
+     "launcher"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected
