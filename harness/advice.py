@@ -89,9 +89,10 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "firewall between the nodes"),
     Subsystem("SHM (shared memory between ranks on one node)",
               _rx(r"\bshm\.cc:\d+|\bshmutils\.cc:\d+|\bshm\.h:\d+|shared memory segment|/dev/shm"),
-              ("NCCL_SHM_DISABLE", "NCCL_SHM_USE_CUDA_MEMCPY"),
+              ("NCCL_SHM_DISABLE", "NCCL_SHM_USE_CUDA_MEMCPY", "NCCL_CUMEM_HOST_ENABLE"),
               "run once with NCCL_SHM_DISABLE=1: if that passes, check /dev/shm's size and permissions in the "
-              "container (--ipc=host or --shm-size=1g)"),
+              "container (--ipc=host or --shm-size=1g); NCCL 2.24+ backs these buffers with cuMem host memory "
+              "instead, which NCCL_CUMEM_HOST_ENABLE=0 turns back to /dev/shm files"),
     Subsystem("P2P (direct GPU-to-GPU copies)",
               _rx(r"\bp2p\.cc:\d+|via P2P/|P2P/IPC|P2P/CUMEM|cudaIpc\w{0,30}|peer access"),
               ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"),

@@ -461,6 +461,15 @@ FORMATS = [
     # (ray_gpu_executor.py) and ray_utils.py's from 0.5
     ("rank-error", "[rank0]: ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.", "ray-driver-node-without-gpu"),
     ("launcher", "(EngineCore_DP0 pid=14400) ValueError: Current node has no GPU available. current_node_resource={'memory': 2151287372800.0, 'CPU': 192.0, 'node:10.0.0.3': 1.0}. vLLM engine cannot start without GPU. Make sure you have at least 1 GPU available in a node current_node_id='a776' current_ip='10.0.0.3'.", "ray-driver-node-without-gpu"),
+    # the twelfth split (h12b-/h12c-): Open MPI's slots refusal as 1.x-3.x wrap it, as 4.x/PRRTE wrap it, and a paste
+    # that lost its first letter; Horovod's ssh check in both releases' words; SkyPilot's loopback node address
+    ("launcher", "There are not enough slots available in the system to satisfy the 16 slots\nthat were requested by the application:\n  ./xhpl", "mpi-host-slots-syntax"),
+    ("launcher", "There are not enough slots available in the system to satisfy the 4\nslots that were requested by the application:\n\n  python", "mpi-host-slots-syntax"),
+    ("launcher", "here are not enough slots available in the system to satisfy the N\nslots that were requested by the application:", "mpi-host-slots-syntax"),
+    ("launcher", "Checking ssh on all remote hosts.\nssh not successful for host hpc4:\nPermission denied, please try again.", "launcher-ssh-unreachable"),
+    ("launcher", "ssh not successful for host 10.0.0.2.\nstderr:\n\nstdout:\n", "launcher-ssh-unreachable"),
+    ("launcher", "RuntimeError: IP address 127.0.0.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']", "hostname-resolves-to-loopback"),
+    ("rank-error", "RuntimeError: IP address ::1 not found in cluster IPs: ['fd00::4', 'fd00::5']", "hostname-resolves-to-loopback"),
 ]
 
 

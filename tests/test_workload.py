@@ -456,6 +456,12 @@ def test_decode_nccl_version(code: int, text: str) -> None:
                    "cannot start without GPU. Make sure you have at least 1 GPU available in a node", "launcher"),
     ("RuntimeError", "CUDA Error 802 on all H200 multi-GPU jobs", "driver"),
     ("RuntimeError", "cudaGetDeviceCount failed: CUDA runtime error (802)", "driver"),
+    # Horovod's ssh check of its hosts (either release's wording), SkyPilot's node address not in its cluster
+    ("", "Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
+         "root@10.0.0.2: Permission denied (publickey,password).", "launcher"),
+    ("", "ssh not successful for host node-1.\nstderr:\nssh: Could not connect", "launcher"),
+    ("RuntimeError", "RuntimeError: IP address 127.0.1.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']",
+     "launcher"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

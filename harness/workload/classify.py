@@ -238,6 +238,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # ssh to another host failing (no route, no key, another port): exit 255 is ssh's own
                             r"\bssh: connect to host \S+ port \d+: |"
                             r"Command '\[?'?ssh [^\n]{1,200}returned non-zero exit status 255|"
+                            # Horovod's own ssh check of each host; SkyPilot's Slurm executor that cannot find
+                            # this node's address among the cluster's
+                            r"ssh not successful for host \S+[:.]|IP address \S+ not found in cluster IPs|"
                             # Open MPI's daemons unable to reach each other over TCP
                             r"unable to complete a TCP connection\s+to another process|"
                             # a launcher's port taken; a launcher's variable missing (torch 0.4's THD)
