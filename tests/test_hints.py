@@ -1694,6 +1694,34 @@ CASES = [
         "loopback elsewhere": refused("[c10d] The client socket has failed to connect to [127.0.1.1]:29500 "
                                       "(errno: 111 - Connection refused)."),
     }),
+    # the twelfth split, h12a-
+    ("persistenced-socket-under-host-run", refused(
+        "nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/4a1b/merged/run/"
+        "nvidia-persistenced/socket: no such device or address: unknown"), {
+        # another file the hook could not create, and the socket's path refused for another reason
+        "another file": refused("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/"
+                                "4a1b/merged/usr/bin/nvidia-smi: read-only file system: unknown"),
+        "another errno": refused("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/"
+                                 "4a1b/merged/run/nvidia-persistenced/socket: permission denied: unknown"),
+    }),
+    ("persistenced-socket-mountpoint-missing", refused(
+        "FATAL:   container creation failed: mount /run/nvidia-persistenced/socket->/run/nvidia-persistenced/socket "
+        "error: while mounting /run/nvidia-persistenced/socket: destination /run/nvidia-persistenced/socket doesn't "
+        "exist in container"), {
+        # another bind's destination, another mount point
+        "another bind": refused("FATAL:   container creation failed: mount /data->/data error: while mounting /data: "
+                                "destination /data doesn't exist in container"),
+        "another mount point": refused("Error: mount: /mnt/scratch: mount point does not exist.\nfailed to apply "
+                                       "mount from Container Device Interface for NVIDIA"),
+    }),
+    ("open-module-unsupported-gpu", refused(
+        "NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:15f8) installed in\nNVRM: this system is not supported by open "
+        "nvidia.ko because it does not\nNVRM: include the required GPU System Processor (GSP).", phase="fingerprint"), {
+        # the adapter failing alone (a BIOS BAR setting, a GPU fault), and a vGPU the open module refuses
+        "RmInitAdapter alone": refused("NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:884)\nNVRM: GPU "
+                                       "0000:01:00.0: rm_init_adapter failed, device minor number 0", phase="fingerprint"),
+        "vGPU": refused("NVRM: The NVIDIA vGPU 10de:2236 is not supported by open nvidia.ko", phase="fingerprint"),
+    }),
 ]
 
 
@@ -2161,6 +2189,49 @@ WIDENED = [
     ("launcher-ssh-unreachable", refused("Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
                                          "Permission denied, please try again."), {
         "the check passed": refused("Checking ssh on all remote hosts.\nSSH was successful into all the remote hosts."),
+    }),
+    # the twelfth split's, group h12a-
+    ("nvml-driver-mismatch", refused(
+        "NVRM: this kernel module has the version 375.39.  Please\nNVRM: make sure that this kernel module and all "
+        "NVIDIA driver\nNVRM: components have the same version.", phase="fingerprint", nvml=NVML_MISMATCH), {
+        # the module's load banner alone, with NVML answering
+        "load banner": refused("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  375.39  Tue Jan 31 20:47:00 PST 2017",
+                               phase="fingerprint", nvml=NVML_DEFAULT, libcuda=HOST_LIBCUDA),
+    }),
+    ("nvidia-dkms-build-failed", refused(
+        "MODPOST /opt/NVIDIA-Linux-x86_64-470.199.02/kernel/Module.symvers\nERROR: modpost: GPL-incompatible module "
+        "nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'", phase="fingerprint"), {
+        # another out-of-tree module (GPUDirect Storage's nvidia-fs, ZFS)
+        "nvidia-fs": refused("ERROR: modpost: GPL-incompatible module nvidia-fs.ko uses GPL-only symbol 'x'",
+                             phase="fingerprint"),
+        "zfs": refused("FATAL: modpost: GPL-incompatible module zfs.ko uses GPL-only symbol '__rcu_read_lock'",
+                       phase="fingerprint"),
+    }),
+    ("driver-container-kernel-headers", refused(
+        "Installing Linux kernel headers...\n+ dnf -q -y --releasever=8.4 install kernel-headers-4.18.0-305.el8.x86_64 "
+        "kernel-devel-4.18.0-305.el8.x86_64\nError: Unable to find a match: kernel-headers-4.18.0-305.el8.x86_64"), {
+        # the headers installed, the module's own build failing next; a user's dnf outside the driver container
+        "build error after": refused(
+            "Installing Linux kernel headers...\nInstalling Linux kernel module files...\nCompiling NVIDIA driver "
+            "kernel modules...\n/usr/src/nvidia-525.60.13/nvidia/nv-mmap.c:341:9: error: too many arguments to "
+            "function 'vm_insert_page'"),
+        "no driver container": refused("$ sudo dnf install kernel-devel-5.14.0-1.el9.x86_64\nError: Unable to find a "
+                                       "match: kernel-devel-5.14.0-1.el9.x86_64"),
+    }),
+    ("gpu-exclusive-process", failed(
+        "Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 46 from 'cudaStreamCreate(&kernel_stream)'.  "
+        "Exiting.", error_class="cuda", nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}), {
+        # another return value (2: out of memory) in the same format
+        "out of memory": failed("Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 2 from "
+                                "'cudaMalloc(&buf, size)'.  Exiting.", error_class="oom",
+                                nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}),
+    }),
+    ("wsl-driver-library", failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver"), {
+        # no driver at all (the rank saw no GPU and no driver): no-gpu-in-container's, not a loader path
+        "no driver": failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver", driver=None, gpus=()),
+        # another library that cudarc could not load
+        "nvrtc": failed('Unable to dynamically load the "nvrtc" shared library - searched for library names: '
+                        '["nvrtc"].', error_class="import"),
     }),
 ]
 

@@ -470,6 +470,22 @@ FORMATS = [
     ("launcher", "ssh not successful for host 10.0.0.2.\nstderr:\n\nstdout:\n", "launcher-ssh-unreachable"),
     ("launcher", "RuntimeError: IP address 127.0.0.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']", "hostname-resolves-to-loopback"),
     ("rank-error", "RuntimeError: IP address ::1 not found in cluster IPs: ['fd00::4', 'fd00::5']", "hostname-resolves-to-loopback"),
+    # issue 23, twelfth split h12a-: GPU access from containers and clusters in other releases' and tools' words
+    ("dmesg", "[ 39.753267] NVRM: API mismatch: the client has the version 260.19.44, but\n[ 39.753268] NVRM: this kernel module has the version 260.19.06. Please\n[ 39.753269] NVRM: make sure that this kernel module and all NVIDIA driver\n[ 39.753270] NVRM: components have the same version.", "nvml-driver-mismatch"),
+    ("launcher", "Error: API mismatch: the NVIDIA kernel module has the version 1.0-9755, but this X module has the version 1.0-9631.  Please make sure that the kernel module and all NVIDIA driver components have the same version.", "nvml-driver-mismatch"),
+    ("launcher", "Error: API mismatch: the NVIDIA kernel module has version 270.41.03,\nbut this NVIDIA driver component has version 270.18.  Please make\nsure that the kernel module and all NVIDIA driver components\nhave the same version.", "nvml-driver-mismatch"),
+    ("tool-output", "ERROR: An error occurred while performing the step: \"Building kernel modules\". See /var/log/nvidia-installer.log for details.", "nvidia-dkms-build-failed"),
+    ("tool-output", "FATAL: modpost: GPL-incompatible module nvidia-uvm.ko uses GPL-only symbol 'lockdep_init_map'", "nvidia-dkms-build-failed"),
+    ("launcher", "Installing Linux kernel headers...\nE: Unable to locate package linux-headers-5.15.0-1070-aws", "driver-container-kernel-headers"),
+    ("launcher", "Installing Linux kernel headers...\nNo package kernel-headers-3.10.0-1160.el7.x86_64 available.\nNo package kernel-devel-3.10.0-1160.el7.x86_64 available.\nError: Nothing to do", "driver-container-kernel-headers"),
+    ("rank-error", "Fatal CUDA Error at cuda-hybrid-api.cu:612.\n Return value 46 from 'cudaMallocHost(ptr, size)'.  Exiting.", "gpu-exclusive-process"),
+    ("traceback", "RuntimeError: Failed to dlopen libcuda.so.1", "wsl-driver-library"),
+    ("rank-error", "thread 'main' panicked at src/lib.rs:98:5:\nUnable to dynamically load the \"cuda\" shared library - searched for library names: [\"cuda\", \"nvcuda\"]. Ensure that `LD_LIBRARY_PATH` has the correct path to the installed library.", "wsl-driver-library"),
+    ("launcher", "Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: mount error: file creation failed: /run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs/run/nvidia-persistenced/socket: no such device or address: unknown", "persistenced-socket-under-host-run"),
+    ("launcher", "FATAL:   container creation failed: mount /run/nvidia-persistenced/socket->/run/nvidia-persistenced/socket error: while mounting /run/nvidia-persistenced/socket: destination /run/nvidia-persistenced/socket doesn't exist in container", "persistenced-socket-mountpoint-missing"),
+    ("launcher", "mount: /run/nvidia-persistenced/socket: mount point does not exist.", "persistenced-socket-mountpoint-missing"),
+    ("dmesg", "NVRM: The NVIDIA GPU 0000:05:00.0 (PCI ID: 10de:1d81)\nNVRM: installed in this system is not supported by open nvidia.ko\nNVRM: because it does not include the required GPU System Processor (GSP).", "open-module-unsupported-gpu"),
+    ("dmesg", "[    3.513144] NVRM: To force use of Open nvidia.ko on other GPUs, see the\n[    3.513145] NVRM: 'OpenRmEnableUnsupportedGpus' kernel module parameter described", "open-module-unsupported-gpu"),
 ]
 
 

@@ -462,6 +462,24 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "ssh not successful for host node-1.\nstderr:\nssh: Could not connect", "launcher"),
     ("RuntimeError", "RuntimeError: IP address 127.0.1.1 not found in cluster IPs: ['10.0.0.4', '10.0.0.5']",
      "launcher"),
+    # the twelfth split (h12a-): the kernel module's version check cut before its first line, X's words for it,
+    # the kernel unable to bring a GPU up, the open module refusing one, loaders finding no libcuda: the driver's
+    ("", "NVRM: this kernel module has the version 375.39.  Please\nNVRM: make sure that this kernel module and all "
+         "NVIDIA driver\nNVRM: components have the same version.", "driver"),
+    ("", "Error: API mismatch: the NVIDIA kernel module has the version 304.51, but this NVIDIA driver component has "
+         "version 295.49.", "driver"),
+    ("", "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:884)", "driver"),
+    ("", "NVRM: The NVIDIA GPU 0000:17:00.0 (PCI ID: 10de:1bb3) installed in this system\nNVRM: is not supported by "
+         "open nvidia.ko because it does not include the\nNVRM: required GPU System Processor (GSP).", "driver"),
+    ("RuntimeError", "RuntimeError: Failed to dlopen libcuda.so.1", "driver"),
+    ("", "Unable to dynamically load the \"cuda\" shared library - searched for library names: [\"cuda\", \"nvcuda\"]. "
+         "Ensure that `LD_LIBRARY_PATH` has the correct path to the installed library.", "driver"),
+    # Singularity unable to create the container, podman/toolbox unable to apply a CDI mount: the launcher's
+    ("", "FATAL:   container creation failed: mount /run/nvidia-persistenced/socket->/run/nvidia-persistenced/socket "
+         "error: while mounting /run/nvidia-persistenced/socket: destination /run/nvidia-persistenced/socket doesn't "
+         "exist in container", "launcher"),
+    ("", "Error: mount: /run/nvidia-persistenced/socket: mount point does not exist.\nfailed to apply mount from "
+         "Container Device Interface for NVIDIA", "launcher"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -90,7 +90,17 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION|Bad return status for module build on kernel|"
                           # the driver's GSP firmware (GPU System Processor) not answering the driver's RPCs
                           # (Xid 119): the driver's own timeout, not a collective's
-                          r"waiting for RPC (?:response )?from (?:GPU\d* )?GSP", re.I)),
+                          r"waiting for RPC (?:response )?from (?:GPU\d* )?GSP|"
+                          # the kernel module's version check in a paste cut before its first line, X's and GL's
+                          # words for it; the kernel module unable to bring a GPU up (RmInitAdapter), the open
+                          # module refusing one (a GeForce on its first releases, a GPU without GSP)
+                          r"this kernel module has the version [\d.]+|"
+                          r"API mismatch: (?:the NVIDIA kernel module|this NVIDIA driver component) has|"
+                          r"RmInitAdapter failed|rm_init_adapter failed|Open nvidia\.ko is only ready|"
+                          r"not supported by open nvidia\.ko|"
+                          # loaders that dlopen the driver's libcuda and find none (cuda-python, Rust's cudarc)
+                          r"Failed to dlopen libcuda\.so|Unable to find cuda lib under the names|"
+                          r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -112,6 +122,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # service killed (GPUs held in exclusive-process mode), and that service's own
                             # "driver rpc error: ..." where the line lost the hook's name
                             r"error gathering device information while adding custom device|"
+                            # Singularity/Apptainer unable to set the container up (a --nv bind's destination
+                            # missing); a CDI spec's mount that podman/toolbox could not apply
+                            r"FATAL:\s{1,8}container creation failed|failed to apply mount from Container Device Interface|"
                             r"terminating driver service \(forced\)|\bdriver rpc error: |"
                             # MPI's own programs unable to load MPI's libraries (before the import rule below)
                             r"\b(?:mpirun|mpiexec|orterun|prterun|orted|prted|orte-info)\S{0,40}: error while loading shared "
