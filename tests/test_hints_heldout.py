@@ -6,16 +6,16 @@ one of its entries. A split is scored blind once, then read, and joins the train
 (46 entries, 27 named, 59%) is ho1-*, the second (92, 45, 49%) h2*-, the third (97, 39, 40%; 9 certain
 hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth
 (77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-, the ninth
-(75, 18, 24%; 13) h9*-, the tenth (46, 15, 33%; 4) h10*-, the eleventh (66, 13, 20%; 2) h11*-. This is the
-twelfth, collected 2026-12-07 (while the eleventh was read) by five collectors who did not read the hints,
-asked for representative failures, given the cause names to reuse where the cause is the same and, per
-entry, whether its excerpt holds the fact that decides its cause: 80 entries over 63 causes (GPU access from
-containers and clusters, hangs and killed ranks, launchers and multi-node start-up, inference engines,
-framework set-up), 44 decidable. Scored once on 2026-12-07, after the eleventh had joined the training corpus
-and with no hint changed for it: the fix named in 25 (31%), in 22 of the 44 decidable (50%); a certain hint
-of another cause on 4 (1 of them decidable; below), a possible one only on 3. On the 48 entries whose cause
-is one the training corpus has, the fix is named in 25; on the 32 of causes it has not, in none. The issue's
-aim is 80% and none; these tests keep what was measured from getting worse."""
+(75, 18, 24%; 13) h9*-, the tenth (46, 15, 33%; 4) h10*-, the eleventh (66, 13, 20%; 2) h11*-, the twelfth
+(80, 25, 31%; 4) h12*-. This is the thirteenth, collected 2026-12-07 (while the twelfth was read) by four
+collectors who did not read the hints, asked for representative failures, given the cause names to reuse
+where the cause is the same and, per entry, whether its excerpt holds the fact that decides its cause: 44
+entries over 38 causes (NCCL's and CUDA's errors, hangs and killed ranks, launchers and multi-node start-up,
+other stacks), 18 decidable. Scored once on 2026-12-07, after the twelfth had joined the training corpus and
+with no hint changed for it: the fix named in 4 (9%), in 3 of the 18 decidable (17%); a certain hint of
+another cause on 6 (1 of them decidable; below), a possible one only on 1. On the 16 entries whose cause is
+one the training corpus has, the fix is named in 4; on the 28 of causes it has not (23 causes), in none. The
+issue's aim is 80% and none; these tests keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
 
 # The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
 # keep from growing until the split is read and joins the training corpus.
-KNOWN_CERTAIN_WRONG = {"h12a-containerd-nvidia-runtime-missing-1", "h12c-init-method-port-clash-1",
-                       "h12c-nproc-exceeds-gpus-1", "h12c-launcher-ssh-port-wrong-1"}
+KNOWN_CERTAIN_WRONG = {"h13a-launch-script-limits-gpus-1", "h13a-mpi-hostfile-slots-missing-1", "h13b-shm-size-1",
+                       "h13b-framework-bug-1", "h13d-user-site-packages-shadow-1",
+                       "h13d-fbgemm-torch-version-mismatch-2"}
 
 
 def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
@@ -60,5 +61,5 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 25 and held.n == 80, held.line()
-    assert held.wrong_possible <= 3, held.line()  # possible only, with the caveat of what was not measured
+    assert held.named >= 4 and held.n == 44, held.line()
+    assert held.wrong_possible <= 1, held.line()  # possible only, with the caveat of what was not measured
