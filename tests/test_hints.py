@@ -1722,6 +1722,31 @@ CASES = [
                                        "0000:01:00.0: rm_init_adapter failed, device minor number 0", phase="fingerprint"),
         "vGPU": refused("NVRM: The NVIDIA vGPU 10de:2236 is not supported by open nvidia.ko", phase="fingerprint"),
     }),
+    # the thirteenth split, h13c-
+    ("slurm-gres-duplicate-records", refused(
+        "Feb 20 18:59:13 node2 slurmd[57977]: fatal: gres.conf duplicate records for gpu"), {
+        # gres.conf's other checks, and slurmctld's count check (slurm-gres-count-lower's)
+        "mixed File": refused("slurmd: fatal: gres.conf for gpu, some records have File specification while others "
+                              "do not"),
+        "count lower": refused("slurmctld: error: Setting node node1 state to INVAL with reason:gres/gpu count "
+                               "reported lower than configured (0 < 8)"),
+    }),
+    ("k8s-service-account-forbidden", refused(
+        'error retrieving resource lock kubeflow/mpi-operator: endpoints "mpi-operator" is forbidden: User '
+        '"system:serviceaccount:kubeflow:mpi-operator" cannot get resource "endpoints" in API group "" in the '
+        'namespace "kubeflow"'), {
+        # a person's user, a rejected credential (401), a quota and an admission policy: not a service account's role
+        "a person": refused('Error from server (Forbidden): pods is forbidden: User "alice@example.com" cannot list '
+                            'resource "pods" in API group "" in the namespace "default"'),
+        "unauthorized": refused("error: You must be logged in to the server (Unauthorized)\ncommand terminated with "
+                                "exit code 1"),
+        "quota": refused('Error from server (Forbidden): pods "train-0" is forbidden: exceeded quota: gpu-quota, '
+                         'requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=0, limited: '
+                         'requests.nvidia.com/gpu=4'),
+        "admission": refused('Error from server (Forbidden): pods "train-0" is forbidden: violates PodSecurity '
+                             '"restricted:latest": privileged (container "main" must not set '
+                             'securityContext.privileged=true)'),
+    }),
 ]
 
 
@@ -2232,6 +2257,13 @@ WIDENED = [
         # another library that cudarc could not load
         "nvrtc": failed('Unable to dynamically load the "nvrtc" shared library - searched for library names: '
                         '["nvrtc"].', error_class="import"),
+    }),
+    # the thirteenth split (h13a-): its fix now names an MPI hostfile without slots and jsrun's resource set; cupy's
+    # wording fires it, the container hook's does not (a device the runtime could not give)
+    ("rank-gpu-index-out-of-range", failed(
+        "cupy.cuda.runtime.CUDARuntimeError: cudaErrorInvalidDevice: invalid device ordinal", error_class="cuda"), {
+        "container hook": refused("nvidia-container-cli: device error: 3: invalid device ordinal: unknown"),
+        "the run passed": make_record(status="pass", launcher_tail="CUDA error: invalid device ordinal"),
     }),
 ]
 

@@ -486,6 +486,14 @@ FORMATS = [
     ("launcher", "mount: /run/nvidia-persistenced/socket: mount point does not exist.", "persistenced-socket-mountpoint-missing"),
     ("dmesg", "NVRM: The NVIDIA GPU 0000:05:00.0 (PCI ID: 10de:1d81)\nNVRM: installed in this system is not supported by open nvidia.ko\nNVRM: because it does not include the required GPU System Processor (GSP).", "open-module-unsupported-gpu"),
     ("dmesg", "[    3.513144] NVRM: To force use of Open nvidia.ko on other GPUs, see the\n[    3.513145] NVRM: 'OpenRmEnableUnsupportedGpus' kernel module parameter described", "open-module-unsupported-gpu"),
+    # issue 23, thirteenth split h13c-: slurmd's gres.conf check in its log file's and syslog's lines; the API server's
+    # RBAC refusal of a service account in 1.12+'s words (namespace, cluster scope, a subresource) and before 1.12
+    ("launcher", "[2023-05-02T10:11:12.345] fatal: gres.conf duplicate records for gpu", "slurm-gres-duplicate-records"),
+    ("dmesg", "May 23 12:49:52 gpu1 slurmd[1234]: slurmd: fatal: gres.conf duplicate records for mps", "slurm-gres-duplicate-records"),
+    ("launcher", 'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:default" cannot list resource "pods" in API group "" at the cluster scope', "k8s-service-account-forbidden"),
+    ("launcher", 'Error from server (Forbidden): pods "mj-worker-1" is forbidden: User "system:serviceaccount:default:mj-launcher" cannot create resource "pods/exec" in API group "" in the namespace "default"', "k8s-service-account-forbidden"),
+    ("launcher", 'mpijobs.kubeflow.org is forbidden: User "system:serviceaccount:kubeflow:mpi-operator" cannot list mpijobs.kubeflow.org at the cluster scope', "k8s-service-account-forbidden"),
+    ("launcher", 'pods is forbidden: User "system:serviceaccount:kube-system:default" cannot get pods in the namespace "default"', "k8s-service-account-forbidden"),
 ]
 
 

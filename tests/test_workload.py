@@ -480,6 +480,18 @@ def test_decode_nccl_version(code: int, text: str) -> None:
          "exist in container", "launcher"),
     ("", "Error: mount: /run/nvidia-persistenced/socket: mount point does not exist.\nfailed to apply mount from "
          "Container Device Interface for NVIDIA", "launcher"),
+    # the thirteenth split (h13a-, h13c-): the driver API's cuMemCreate refused is CUDA's; slurmd refusing gres.conf,
+    # the API server refusing a service account, a Ray node not reaching the head's Redis are the launcher's
+    ("", "GpuBuffer cuMemCreate failed: operation not permitted", "cuda"),
+    ("", "slurmd[57977]: fatal: gres.conf duplicate records for gpu", "launcher"),
+    ("", 'error retrieving resource lock kubeflow/mpi-operator: endpoints "mpi-operator" is forbidden: User '
+         '"system:serviceaccount:kubeflow:mpi-operator" cannot get resource "endpoints" in API group "" in the '
+         'namespace "kubeflow"', "launcher"),
+    ("", "F1119 08:22:23.602082 1513663 1513663 redis_context.cc:298] Could not establish connection to redis "
+         "10.0.0.1:6379 (context.err = 1)", "launcher"),
+    # a person's user refused is not a launcher's start-up
+    ("", 'Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group '
+         '"" in the namespace "default"', "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

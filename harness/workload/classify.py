@@ -285,6 +285,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"\b(?:srun|sbatch|salloc): error: (?:Unable to (?:create step|allocate resources)|"
                             r"Batch job submission failed|Invalid generic resource)|"
                             r"step creation (?:temporarily|still) disabled, retrying|"
+                            # slurmd refusing gres.conf's records; the API server refusing a workload's service
+                            # account (an operator's, an MPIJob launcher's); a Ray node unable to reach the head's Redis
+                            r"gres\.conf duplicate records for |is forbidden: User \"system:serviceaccount:|"
+                            r"Could not establish connection to redis|Failed to connect to Redis|"
                             # DeepSpeed's runner that counts no GPU; Lightning's device list naming a GPU the
                             # process cannot see; Accelerate's config file absent
                             r"no GPU resources available|You requested gpus?: \[[\d, ]*\]\s{1,8}But your machine only has|"
@@ -315,6 +319,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"no CUDA GPUs|invalid device ordinal|Unexpected error from cudaGetDeviceCount|"
                         r"device >= 0 && device < num_gpus|Found no NVIDIA driver|"
                         r"Torch not compiled with CUDA|\bCUDA failed with error code|"
+                        # the driver API's virtual memory calls failing (cuMemCreate, cuMemMap: a fabric handle
+                        # without an IMEX channel, a handle type the device refuses)
+                        r"\bcuMem[A-Z]\w{1,30} failed|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
 ]
