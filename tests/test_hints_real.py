@@ -486,6 +486,12 @@ FORMATS = [
     ("launcher", "mount: /run/nvidia-persistenced/socket: mount point does not exist.", "persistenced-socket-mountpoint-missing"),
     ("dmesg", "NVRM: The NVIDIA GPU 0000:05:00.0 (PCI ID: 10de:1d81)\nNVRM: installed in this system is not supported by open nvidia.ko\nNVRM: because it does not include the required GPU System Processor (GSP).", "open-module-unsupported-gpu"),
     ("dmesg", "[    3.513144] NVRM: To force use of Open nvidia.ko on other GPUs, see the\n[    3.513145] NVRM: 'OpenRmEnableUnsupportedGpus' kernel module parameter described", "open-module-unsupported-gpu"),
+    # issue 23, thirteenth split h13b-: a process waiting on torch's extension build lock as a traceback, py-spy and
+    # FileBaton's warning (2.5+) print it; setpci's read of the ACS Control word as NCCL's guide names it
+    ("traceback", "  File \"/usr/local/lib/python3.10/dist-packages/torch/utils/file_baton.py\", line 42, in wait\n    time.sleep(self.wait_seconds)\nKeyboardInterrupt", "torch-extensions-stale-lock"),
+    ("tool-output", "Thread 4120 (idle): \"MainThread\"\n    wait (torch/utils/file_baton.py:42)\n    _jit_compile (torch/utils/cpp_extension.py:1523)", "torch-extensions-stale-lock"),
+    ("rank-error", "UserWarning: Waited on lock file \"/root/.cache/torch_extensions/py311_cu121/fused_adam/lock\" for 60 seconds.", "torch-extensions-stale-lock"),
+    ("tool-output", "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n005d", "p2p-claimed-not-verified"),
 ]
 
 
