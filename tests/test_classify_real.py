@@ -101,7 +101,11 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the twelfth's (h12a-): nvidia-container-cli's debug lines listing its mounts, not an error
                      "h12a-cuda-compat-forward-3",
                      # the thirteenth's (h13c-): a traceback cut before its error, a title in the reporter's words
-                     "h13c-istio-sidecar-1", "h13c-launcher-ssh-not-configured-1"}
+                     "h13c-istio-sidecar-1", "h13c-launcher-ssh-not-configured-1",
+                     # the thirteenth's (h13b-): deaths by a signal (a shell's 'Killed' with code 137, accelerate's
+                     # SIGKILL, torch elastic's SIGHUP), and vLLM's 'Error executing method' without the error it wraps
+                     "h13b-shm-size-1", "h13b-host-oom-killed-1", "h13b-sighup-nohup-1",
+                     "h13b-vllm-weight-sync-nccl-group-2"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

@@ -1747,6 +1747,22 @@ CASES = [
                              '"restricted:latest": privileged (container "main" must not set '
                              'securityContext.privileged=true)'),
     }),
+    # the thirteenth split, h13b-
+    ("torch-extensions-stale-lock", make_record(status="hang", phase="startup", launcher_tail=(
+        "Timeout (0:02:00)!\nFile \"/venv/lib/python3.12/site-packages/torch/utils/file_baton.py\", line 50 in wait\n"
+        "File \"/venv/lib/python3.12/site-packages/torch/utils/cpp_extension.py\", line 2156 in _jit_compile")), {
+        # the lock removed under the builder (another problem), the extensions root alone, another module's wait
+        "release": failed('  File "/venv/lib/python3.10/site-packages/torch/utils/file_baton.py", line 49, in release\n'
+                          "    os.remove(self.lock_file_path)\nFileNotFoundError: [Errno 2] No such file or directory: "
+                          "'/root/.cache/torch_extensions/py310_cu118/utils/lock'", phase="startup", error_class="other"),
+        "extensions root only": make_record(status="hang", phase="startup", launcher_tail=(
+            "Using /root/.cache/torch_extensions/py310_cu118 as PyTorch extensions root...")),
+        "threading wait": make_record(status="hang", phase="startup", launcher_tail=(
+            'File "/usr/lib/python3.10/threading.py", line 320 in wait\nFile "/usr/lib/python3.10/queue.py", line 171 '
+            "in get")),
+        "the run passed": make_record(status="pass", launcher_tail=(
+            'File "/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait')),
+    }),
 ]
 
 
@@ -2264,6 +2280,17 @@ WIDENED = [
         "cupy.cuda.runtime.CUDARuntimeError: cudaErrorInvalidDevice: invalid device ordinal", error_class="cuda"), {
         "container hook": refused("nvidia-container-cli: device error: 3: invalid device ordinal: unknown"),
         "the run passed": make_record(status="pass", launcher_tail="CUDA error: invalid device ordinal"),
+    }),
+    # the thirteenth split's, group h13b-: setpci's read of the ACS Control word with ReqRedir set
+    ("p2p-claimed-not-verified", make_record(status="hang", phase="step", launcher_tail=(
+        "$ for b in $(lspci | grep -i plx | awk '{print $1}'); do sudo setpci -s ${b} f2a.w; done\n0000\n001d\n001d")), {
+        # ACS off on every port, a write (no value read back), another register
+        "ACS off": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n0000")),
+        "a write": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w=0000\n$ nvidia-smi\n001d")),
+        "another register": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 COMMAND.w\n0007")),
     }),
 ]
 

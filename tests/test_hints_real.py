@@ -494,6 +494,12 @@ FORMATS = [
     ("launcher", 'Error from server (Forbidden): pods "mj-worker-1" is forbidden: User "system:serviceaccount:default:mj-launcher" cannot create resource "pods/exec" in API group "" in the namespace "default"', "k8s-service-account-forbidden"),
     ("launcher", 'mpijobs.kubeflow.org is forbidden: User "system:serviceaccount:kubeflow:mpi-operator" cannot list mpijobs.kubeflow.org at the cluster scope', "k8s-service-account-forbidden"),
     ("launcher", 'pods is forbidden: User "system:serviceaccount:kube-system:default" cannot get pods in the namespace "default"', "k8s-service-account-forbidden"),
+    # issue 23, thirteenth split h13b-: a process waiting on torch's extension build lock as a traceback, py-spy and
+    # FileBaton's warning (2.5+) print it; setpci's read of the ACS Control word as NCCL's guide names it
+    ("traceback", "  File \"/usr/local/lib/python3.10/dist-packages/torch/utils/file_baton.py\", line 42, in wait\n    time.sleep(self.wait_seconds)\nKeyboardInterrupt", "torch-extensions-stale-lock"),
+    ("tool-output", "Thread 4120 (idle): \"MainThread\"\n    wait (torch/utils/file_baton.py:42)\n    _jit_compile (torch/utils/cpp_extension.py:1523)", "torch-extensions-stale-lock"),
+    ("rank-error", "UserWarning: Waited on lock file \"/root/.cache/torch_extensions/py311_cu121/fused_adam/lock\" for 60 seconds.", "torch-extensions-stale-lock"),
+    ("tool-output", "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n005d", "p2p-claimed-not-verified"),
 ]
 
 
