@@ -1763,6 +1763,64 @@ CASES = [
         "the run passed": make_record(status="pass", launcher_tail=(
             'File "/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait')),
     }),
+    # the thirteenth split, group h13d-
+    ("cupy-nccl-submodule-not-imported", failed(
+        '  File "/env/lib/python3.12/site-packages/cupy/cuda/__init__.py", line 84, in __getattr__\n'
+        "    raise AttributeError(\nAttributeError: module 'cupy.cuda' has no attribute 'nccl'", phase="startup",
+        error_class="other"), {
+        # another lazily loaded submodule, and NCCL itself missing where the submodule is imported
+        "another submodule": failed("AttributeError: module 'cupy.cuda' has no attribute 'cudnn'", phase="startup",
+                                    error_class="other"),
+        "no libnccl": failed("ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
+                             phase="startup", error_class="import"),
+    }),
+    ("tf-strategy-created-after-ops", failed("RuntimeError: Collective ops must be configured at program startup",
+                                             phase="startup", error_class="other"), {
+        # configuring them twice with other settings is another refusal
+        "already configured": failed("ValueError: Collective ops are already configured.", phase="startup",
+                                     error_class="other"),
+    }),
+    ("stale-object-files", failed(
+        "/usr/bin/ld: megatron/fused_kernels/build/scaled_masked_softmax.o: file not recognized: file format not "
+        "recognized\ncollect2: error: ld returned 1 exit status", phase="startup", error_class="import"), {
+        # a shared library or an archive of another architecture, a linker that ran out of memory
+        "incompatible library": failed("/usr/bin/ld: skipping incompatible /opt/lib/libfoo.so when searching for "
+                                       "-lfoo", phase="startup", error_class="import"),
+        "a shell script as a library": failed("/usr/bin/ld:/usr/lib/libcuda.so: file format not recognized; treating "
+                                              "as linker script", phase="startup", error_class="import"),
+        "ld killed": failed("collect2: fatal error: ld terminated with signal 9 [Killed]", phase="startup",
+                            error_class="import"),
+    }),
+    ("jax-distributed-init-after-backend", failed(
+        "RuntimeError: jax.distributed.initialize() must be called before any JAX calls that might initialise the "
+        "XLA backend. This includes any computation, but also calls to jax.devices, jax.device_put, and others.",
+        phase="init", error_class="other"), {
+        # initialize() called twice, and the coordinator unreachable: other causes
+        "called twice": failed("RuntimeError: distributed.initialize should only be called once.", phase="init",
+                               error_class="other"),
+        "coordinator": failed("DEADLINE_EXCEEDED: Barrier timed out. Id: PjRT_Client_Connect", phase="init",
+                              error_class="timeout"),
+    }),
+    ("horovodrun-mpirun-wrapper", refused(
+        "Open MPI not found in output of mpirun --version.\nException: horovodrun convenience script does not find an "
+        "installed OpenMPI.\n$ mpirun --version\nmpirun.real (OpenRTE) 4.0.1"), {
+        # the same check with MPICH's or no version line: not a wrapper of Open MPI
+        "MPICH": refused("Open MPI not found in output of mpirun --version.\nException: horovodrun convenience script "
+                         "does not find an installed OpenMPI.\n$ mpirun --version\nHYDRA build details:\n    Version:"
+                         "                                  3.3.2"),
+        "no version line": refused("Open MPI not found in output of mpirun --version.\nException: horovodrun "
+                                   "convenience script does not find an installed OpenMPI."),
+        "a wrapper that works": refused("$ mpirun --version\nmpirun.real (OpenRTE) 4.0.1\n[1,0]<stdout>:loss 0.3"),
+    }),
+    ("mpi-binding-library-missing", failed(
+        '  File "/src/dist_util.py", line 10, in <module>\n    from mpi4py import MPI\nImportError: libmpi.so.12: '
+        "cannot open shared object file: No such file or directory", phase="startup", error_class="import"), {
+        # mpirun's own loader line (mpi-libraries-not-found), and another library of the MPI stack
+        "mpirun's own": refused("mpirun: error while loading shared libraries: libmpi.so.40: cannot open shared "
+                                "object file: No such file or directory"),
+        "libfabric": failed("ImportError: libfabric.so.1: cannot open shared object file: No such file or directory",
+                            phase="startup", error_class="import"),
+    }),
 ]
 
 
@@ -2291,6 +2349,15 @@ WIDENED = [
             "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w=0000\n$ nvidia-smi\n001d")),
         "another register": make_record(status="hang", phase="step", launcher_tail=(
             "$ sudo setpci -s 0000:40:01.1 COMMAND.w\n0007")),
+    }),
+    # the thirteenth split, group h13d-
+    ("nccl-not-built-in", failed(
+        "No OpKernel was registered to support Op 'NcclAllReduce' used by {{node NcclAllReduce}} with these attrs: "
+        "[reduction=\"sum\", shared_name=\"c1\", T=DT_FLOAT, num_devices=2]\nRegistered devices: [CPU, GPU]\n"
+        "Registered kernels:\n  <no registered kernels>", phase="step", error_class="import"), {
+        # another op without a kernel on this device: not NCCL's
+        "another op": failed("No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}} with "
+                             "these attrs: [T=DT_FLOAT]\nRegistered devices: [CPU]", phase="step", error_class="other"),
     }),
 ]
 

@@ -500,6 +500,17 @@ FORMATS = [
     ("tool-output", "Thread 4120 (idle): \"MainThread\"\n    wait (torch/utils/file_baton.py:42)\n    _jit_compile (torch/utils/cpp_extension.py:1523)", "torch-extensions-stale-lock"),
     ("rank-error", "UserWarning: Waited on lock file \"/root/.cache/torch_extensions/py311_cu121/fused_adam/lock\" for 60 seconds.", "torch-extensions-stale-lock"),
     ("tool-output", "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n005d", "p2p-claimed-not-verified"),
+    # issue 23, thirteenth split h13d-: other releases' and tools' words for the group's new and widened hints
+    ("traceback", "AttributeError: module 'cupy.cuda' has no attribute 'nccl'. Did you mean: 'nvtx'?", "cupy-nccl-submodule-not-imported"),
+    ("rank-error", "W tensorflow/core/framework/op_kernel.cc:1767] OP_REQUIRES failed\nRuntimeError: Collective ops must be configured at program startup", "tf-strategy-created-after-ops"),
+    ("tool-output", "megatron/fused_kernels/build/layer_norm_cuda.o: file not recognized: File truncated\ncollect2: error: ld returned 1 exit status", "stale-object-files"),
+    ("tool-output", "/usr/bin/ld: build/temp.linux-x86_64-3.8/csrc/fused.o: file not recognized: file format not recognized", "stale-object-files"),
+    ("traceback", "RuntimeError: jax.distributed.initialize() must be called before any JAX computations are executed.", "jax-distributed-init-after-backend"),
+    ("launcher", "Open MPI/Spectrum MPI/MPICH not found in output of mpirun --version.\n$ mpirun --version\nmpirun.real (OpenRTE) 4.1.2", "horovodrun-mpirun-wrapper"),
+    ("launcher", "$ mpirun --version\norterun (OpenRTE) 3.1.6\nhorovodrun convenience script does not find an installed MPI.", "horovodrun-mpirun-wrapper"),
+    ("traceback", "    from mpi4py import MPI\nImportError: /opt/conda/lib/libmpi.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
+    ("traceback", "OSError: libmpi_cxx.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
+    ("traceback", "tensorflow.python.framework.errors_impl.NotFoundError: No OpKernel was registered to support Op 'NcclAllReduce' with these attrs.  Registered devices: [CPU], Registered kernels:\n  <no registered kernels>", "nccl-not-built-in"),
 ]
 
 

@@ -492,6 +492,23 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     # a person's user refused is not a launcher's start-up
     ("", 'Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group '
          '"" in the namespace "default"', "other"),
+    # the thirteenth split (h13d-): NCCL's "unhandled cuda error" in Paddle's wrappers that do not say NCCL is NCCL's;
+    # builds without NCCL kernels (TensorFlow) or the distributed kvstore (MXNet), a package's library file not found:
+    # import; horovodrun not recognising the mpirun on PATH: the launcher's; JAX's CUDA init: cuda
+    ("OSError", "OSError: (External)  Nccl error, unhandled cuda error  (at /paddle/paddle/fluid/platform/"
+                "collective_helper.cc:100)", "nccl"),
+    ("", "paddle.fluid.core.EnforceNotMet: unhandled cuda error at [/paddle/fluid/platform/nccl_helper.h:93]", "nccl"),
+    ("", "No OpKernel was registered to support Op 'NcclAllReduce' used by {{node NcclAllReduce}} with these attrs: "
+         "[reduction=\"sum\", T=DT_FLOAT, num_devices=2]", "import"),
+    ("", "compile with USE_DIST_KVSTORE=1 to use dist_sync", "import"),
+    ("", "File fbgemm_gpu_py.so not found", "import"),
+    ("Exception", "Open MPI not found in output of mpirun --version.\nException: horovodrun convenience script does not "
+                  "find an installed OpenMPI.", "launcher"),
+    ("", "CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation gpuDeviceGetAttribute( "
+         "&major, GPU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) failed: CUDA_ERROR_NOT_INITIALIZED", "cuda"),
+    ("RuntimeError", "Unable to initialize backend 'cuda': INTERNAL: no supported devices found for platform CUDA", "cuda"),
+    # another op without a kernel is not a build without NCCL
+    ("", "No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}}", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

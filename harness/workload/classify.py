@@ -169,6 +169,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"doesn't have (?:MPI|UCC) built in|PyTorch built without distributed support|"
                           # torch's warning where the nccl backend is asked of a build without it
                           r"NCCL support is not compiled|"
+                          # TensorFlow without NCCL kernels (Windows) for its Nccl* ops; MXNet built without
+                          # the distributed kvstore; a library file that a package's loader did not find
+                          r"No OpKernel was registered to support Op .Nccl\w{1,40}.|compile with USE_DIST_KVSTORE=1|"
+                          r"\bFile \S{1,200}\.so not found\b|"
                           # Triton linking its launcher against the driver library (-lcuda) and finding none
                           r"cannot find -lcuda\b|libcuda\.so cannot found|"
                           # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
@@ -210,6 +214,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
+                        # ncclUnhandledCudaError's own string, in a framework's wrapper that does not say NCCL
+                        # (Paddle's "Nccl error, unhandled cuda error", its EnforceNotMet at nccl_helper.h)
+                        r"(?i:\bunhandled cuda error\b)|"
                         # NCCL's own socket calls failing (misc/socket.cc): "Call to connect timeout : ..."
                         r"NCCL WARN (?:Call to \w+|Connect to \S+|socket\w*)|"
                         # NCCL 2.27+ names the peer: "socketFinalizeAccept from %s: wrong type" (2.30.7: "wrong
@@ -273,6 +280,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"(?:^|[\n:>\]])\s{0,4}Version mismatch: The cluster was started with|"
                             r"Python minor versions differ between client and server|"
                             r"Client Ray installation incompatible with server|"
+                            # horovodrun not recognising the mpirun on PATH (its `mpirun --version` check)
+                            r"not found in output of mpirun --version|does not find an installed (?:Open)?MPI\b|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
                             r"(?:ORTE|PRTE) daemon has unexpectedly failed|"
                             # DeepSpeed's runner: --include/--exclude naming a slot the hostfile lacks
@@ -322,6 +331,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # the driver API's virtual memory calls failing (cuMemCreate, cuMemMap: a fabric handle
                         # without an IMEX channel, a handle type the device refuses)
                         r"\bcuMem[A-Z]\w{1,30} failed|"
+                        # the driver API's CUDA_ERROR_NOT_INITIALIZED (jaxlib's device queries), JAX/XLA finding
+                        # no CUDA device for its backend
+                        r"\bCUDA_ERROR_NOT_INITIALIZED\b|no supported devices found for platform CUDA|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
 ]
