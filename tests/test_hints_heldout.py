@@ -7,15 +7,17 @@ one of its entries. A split is scored blind once, then read, and joins the train
 hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth
 (77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-, the ninth
 (75, 18, 24%; 13) h9*-, the tenth (46, 15, 33%; 4) h10*-, the eleventh (66, 13, 20%; 2) h11*-, the twelfth
-(80, 25, 31%; 4) h12*-. This is the thirteenth, collected 2026-12-07 (while the twelfth was read) by four
-collectors who did not read the hints, asked for representative failures, given the cause names to reuse
-where the cause is the same and, per entry, whether its excerpt holds the fact that decides its cause: 44
-entries over 38 causes (NCCL's and CUDA's errors, hangs and killed ranks, launchers and multi-node start-up,
-other stacks), 18 decidable. Scored once on 2026-12-07, after the twelfth had joined the training corpus and
-with no hint changed for it: the fix named in 4 (9%), in 3 of the 18 decidable (17%); a certain hint of
-another cause on 6 (1 of them decidable; below), a possible one only on 1. On the 16 entries whose cause is
-one the training corpus has, the fix is named in 4; on the 28 of causes it has not (23 causes), in none. The
-issue's aim is 80% and none; these tests keep what was measured from getting worse."""
+(80, 25, 31%; 4) h12*-, the thirteenth (44, 4, 9%; 6) h13*-. This is the fourteenth, collected 2026-12-07
+(while the thirteenth was read) by three collectors who did not read the hints, asked for representative
+failures, given the cause names to reuse where the cause is the same and, per entry, whether its excerpt
+holds the fact that decides its cause: 35 entries over 32 causes (inference engines, framework set-up of
+fine-tuning, GPU access from containers, clusters and drivers), 24 decidable; the session's search budget
+ended it smaller than the others, so its figures are wide (95% Wilson interval of the named share: 28-59%).
+Scored once on 2026-12-07, after the thirteenth had joined the training corpus and with no hint changed for
+it: the fix named in 15 (43%), in 14 of the 24 decidable (58%); a certain hint of another cause on 1 (not
+decidable; below), a possible one only on none. On the 23 entries whose cause is one the training corpus
+has, the fix is named in 15; on the 12 of causes it has not (11 causes), in none. The issue's aim is 80% and
+none; these tests keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def _thread(url: str) -> str:
 
 def test_the_held_out_split_shares_no_thread_with_the_training_corpus_and_no_hint_cites_it():
     held = held_out()
-    assert len(held) >= 40 and len({e["cause"] for e in held}) >= 30
+    # at least 30 entries over 30 causes: fewer would say little (the fourteenth, 35, is the smallest yet)
+    assert len(held) >= 30 and len({e["cause"] for e in held}) >= 30
     assert {_thread(e["url"]) for e in held}.isdisjoint({_thread(e["url"]) for e in training()})
     cited = {entry for rule in load() for entry in rule.hint.evidence}
     assert not cited & {e["id"] for e in held}
@@ -48,9 +51,7 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
 
 # The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
 # keep from growing until the split is read and joins the training corpus.
-KNOWN_CERTAIN_WRONG = {"h13a-launch-script-limits-gpus-1", "h13a-mpi-hostfile-slots-missing-1", "h13b-shm-size-1",
-                       "h13b-framework-bug-1", "h13d-user-site-packages-shadow-1",
-                       "h13d-fbgemm-torch-version-mismatch-2"}
+KNOWN_CERTAIN_WRONG = {"h14c-secure-boot-unsigned-module-1"}
 
 
 def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
@@ -61,5 +62,5 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 4 and held.n == 44, held.line()
-    assert held.wrong_possible <= 1, held.line()  # possible only, with the caveat of what was not measured
+    assert held.named >= 15 and held.n == 35, held.line()
+    assert held.wrong_possible == 0, held.line()  # possible only, with the caveat of what was not measured
