@@ -158,9 +158,10 @@ def _cluster(tmp_path_factory, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def slurm_fleet(base_image, tmp_path_factory):
+def slurm_fleet(base_image, slurm_cluster, tmp_path_factory):
     """A four-node Slurm (scripts/slurm-cluster.sh up NAME DIR 4 n4) whose fourth node has no Python tree (its
-    software mount missing: a node broken for real), for `invoke fleet`; removed afterwards."""
+    software mount missing: a node broken for real), for `invoke fleet`; removed afterwards. After slurm_cluster,
+    which installs munge and Slurm's commands where missing: slurm-cluster.sh needs them on this host."""
     import subprocess
 
     cluster = _cluster(tmp_path_factory, "4", "n4")
@@ -173,9 +174,10 @@ def slurm_fleet(base_image, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def slurm_nodes(base_image, tmp_path_factory):
+def slurm_nodes(base_image, slurm_cluster, tmp_path_factory):
     """scripts/slurm-cluster.sh's two-node Slurm, started once per session under a unique name and
-    removed afterwards; its nodes share a folder of this session at the same path."""
+    removed afterwards; its nodes share a folder of this session at the same path (after slurm_cluster, as
+    slurm_fleet)."""
     import subprocess
 
     cluster = _cluster(tmp_path_factory)
