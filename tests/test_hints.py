@@ -1823,20 +1823,161 @@ CASES = [
     }),
 ]
 
+# The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
+# entry a hint): (hint id, record that shows the new signature, near misses that must not trigger it)
+WIDENED = [
+    ("nccl-two-libraries", refused(
+        "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.9.9",
+        phase="init"), {
+        # the package and the library of one version
+        "one version": refused(
+            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n"
+            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-devel-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.8.3\n"
+            "/usr/lib64/libnccl.so.2", phase="init"),
+    }),
+    ("mpi-tcp-nonrouted-interface", refused(
+        "[node2][[22157,1],4][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] received unexpected "
+        "process identifier [[22157,1],7]", phase="startup"), {
+        # PMIx's local (unix socket) client to its server: not the network
+        "pmix usock": refused(
+            "usock_peer_recv_connect_ack: [[22157,1],4] received unexpected process identifier ([[22157,0],0]) "
+            "from server: expected ([[22157,0],1])", phase="startup"),
+    }),
+    ("torch-device-id-hang", make_record(
+        status="hang", phase="step", torch="2.6.0", error=(
+            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
+            "broadcast\n    work = group.broadcast([tensor], opts)")), {
+        # torch's debug wrapper found the ranks in different collectives: collective-mismatch's
+        "mismatch named": make_record(status="hang", phase="step", torch="2.6.0", error=(
+            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
+            "broadcast\n    work = group.broadcast([tensor], opts)\nRuntimeError: Detected mismatch between "
+            "collectives on ranks. Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=15, "
+            "OpType=BROADCAST), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).")),
+    }),
+    # the twelfth split's, group h12e-
+    ("fp16-trainable-params", failed("ValueError : Attemting to unscale fp16 Gradients", phase="step",
+                                     error_class="other"), {
+        # a loss-scale overflow names no fp16 gradient of a trainable parameter
+        "overflow": failed("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+                           phase="step", error_class="other"),
+    }),
+    ("fsdp-mixed-requires-grad", failed("ValueError: `FlatParameter` requires uniform dtype but got torch.bfloat16 "
+                                        "and torch.float32", phase="prepare", error_class="other"), {
+        # torch 1.13's other FlatParameter checks
+        "nesting": failed("ValueError: `FlatParameter` does not support nesting", phase="prepare",
+                          error_class="other"),
+        "not floating point": failed("ValueError: Cannot flatten integer dtype tensors", phase="prepare",
+                                     error_class="other"),
+    }),
+    ("bf16-unsupported-gpu", failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
+                                    phase="startup", error_class="other", capability="7.0"), {
+        # on an Ampere GPU the message means a torch before 1.7 or CUDA before 11, not the GPU
+        "an Ampere GPU": failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
+                                phase="startup", error_class="other", capability="8.0"),
+        "tf32 turned off": failed("UserWarning: TF32 is disabled (torch.backends.cuda.matmul.allow_tf32 = False)",
+                                  phase="step", error_class="other", capability="7.0"),
+    }),
+    # the twelfth split's, groups h12b- and h12c-
+    ("mpi-host-slots-syntax", refused(
+        "here are not enough slots available in the system to satisfy the N\nslots that were requested by the "
+        "application:\n\n  ./all_reduce_perf"), {
+        # Open MPI refusing to bind more processes than cpus, or to find the executable: other causes
+        "binding": refused("A request was made to bind to that would result in binding more\nprocesses than cpus on a "
+                           "resource:"),
+        "executable": refused("mpirun was unable to launch the specified application as it could not access\n"
+                              "or execute an executable:"),
+    }),
+    ("launcher-ssh-unreachable", refused("Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
+                                         "Permission denied, please try again."), {
+        "the check passed": refused("Checking ssh on all remote hosts.\nSSH was successful into all the remote hosts."),
+    }),
+    # the twelfth split's, group h12a-
+    ("nvml-driver-mismatch", refused(
+        "NVRM: this kernel module has the version 375.39.  Please\nNVRM: make sure that this kernel module and all "
+        "NVIDIA driver\nNVRM: components have the same version.", phase="fingerprint", nvml=NVML_MISMATCH), {
+        # the module's load banner alone, with NVML answering
+        "load banner": refused("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  375.39  Tue Jan 31 20:47:00 PST 2017",
+                               phase="fingerprint", nvml=NVML_DEFAULT, libcuda=HOST_LIBCUDA),
+    }),
+    ("nvidia-dkms-build-failed", refused(
+        "MODPOST /opt/NVIDIA-Linux-x86_64-470.199.02/kernel/Module.symvers\nERROR: modpost: GPL-incompatible module "
+        "nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'", phase="fingerprint"), {
+        # another out-of-tree module (GPUDirect Storage's nvidia-fs, ZFS)
+        "nvidia-fs": refused("ERROR: modpost: GPL-incompatible module nvidia-fs.ko uses GPL-only symbol 'x'",
+                             phase="fingerprint"),
+        "zfs": refused("FATAL: modpost: GPL-incompatible module zfs.ko uses GPL-only symbol '__rcu_read_lock'",
+                       phase="fingerprint"),
+    }),
+    ("driver-container-kernel-headers", refused(
+        "Installing Linux kernel headers...\n+ dnf -q -y --releasever=8.4 install kernel-headers-4.18.0-305.el8.x86_64 "
+        "kernel-devel-4.18.0-305.el8.x86_64\nError: Unable to find a match: kernel-headers-4.18.0-305.el8.x86_64"), {
+        # the headers installed, the module's own build failing next; a user's dnf outside the driver container
+        "build error after": refused(
+            "Installing Linux kernel headers...\nInstalling Linux kernel module files...\nCompiling NVIDIA driver "
+            "kernel modules...\n/usr/src/nvidia-525.60.13/nvidia/nv-mmap.c:341:9: error: too many arguments to "
+            "function 'vm_insert_page'"),
+        "no driver container": refused("$ sudo dnf install kernel-devel-5.14.0-1.el9.x86_64\nError: Unable to find a "
+                                       "match: kernel-devel-5.14.0-1.el9.x86_64"),
+    }),
+    ("gpu-exclusive-process", failed(
+        "Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 46 from 'cudaStreamCreate(&kernel_stream)'.  "
+        "Exiting.", error_class="cuda", nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}), {
+        # another return value (2: out of memory) in the same format
+        "out of memory": failed("Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 2 from "
+                                "'cudaMalloc(&buf, size)'.  Exiting.", error_class="oom",
+                                nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}),
+    }),
+    ("wsl-driver-library", failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver"), {
+        # no driver at all (the rank saw no GPU and no driver): no-gpu-in-container's, not a loader path
+        "no driver": failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver", driver=None, gpus=()),
+        # another library that cudarc could not load
+        "nvrtc": failed('Unable to dynamically load the "nvrtc" shared library - searched for library names: '
+                        '["nvrtc"].', error_class="import"),
+    }),
+    # the thirteenth split (h13a-): its fix now names an MPI hostfile without slots and jsrun's resource set; cupy's
+    # wording fires it, the container hook's does not (a device the runtime could not give)
+    ("rank-gpu-index-out-of-range", failed(
+        "cupy.cuda.runtime.CUDARuntimeError: cudaErrorInvalidDevice: invalid device ordinal", error_class="cuda"), {
+        "container hook": refused("nvidia-container-cli: device error: 3: invalid device ordinal: unknown"),
+        "the run passed": make_record(status="pass", launcher_tail="CUDA error: invalid device ordinal"),
+    }),
+    # the thirteenth split's, group h13b-: setpci's read of the ACS Control word with ReqRedir set
+    ("p2p-claimed-not-verified", make_record(status="hang", phase="step", launcher_tail=(
+        "$ for b in $(lspci | grep -i plx | awk '{print $1}'); do sudo setpci -s ${b} f2a.w; done\n0000\n001d\n001d")), {
+        # ACS off on every port, a write (no value read back), another register
+        "ACS off": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n0000")),
+        "a write": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w=0000\n$ nvidia-smi\n001d")),
+        "another register": make_record(status="hang", phase="step", launcher_tail=(
+            "$ sudo setpci -s 0000:40:01.1 COMMAND.w\n0007")),
+    }),
+    # the thirteenth split, group h13d-
+    ("nccl-not-built-in", failed(
+        "No OpKernel was registered to support Op 'NcclAllReduce' used by {{node NcclAllReduce}} with these attrs: "
+        "[reduction=\"sum\", shared_name=\"c1\", T=DT_FLOAT, num_devices=2]\nRegistered devices: [CPU, GPU]\n"
+        "Registered kernels:\n  <no registered kernels>", phase="step", error_class="import"), {
+        # another op without a kernel on this device: not NCCL's
+        "another op": failed("No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}} with "
+                             "these attrs: [T=DT_FLOAT]\nRegistered devices: [CPU]", phase="step", error_class="other"),
+    }),
+]
+
 
 def test_nccl_coll_lines_of_one_call_that_differ_between_ranks_are_a_mismatch():
     """NCCL_DEBUG_SUBSYS=COLL: rank 0 posts opCount 0 with another count and datatype than rank 1 (NVIDIA/nccl#147)."""
     assert "collective-mismatch" in ids(coll_hang((100, 0, 25503912, 6), (101, 0, 53, 4)))
 
 
-@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in CASES + WIDENED],
+                         ids=[c[0] for c in CASES + WIDENED])
 def test_each_hint_fires_on_its_signature(hint_id, record):
     assert hint_id in ids(record)
 
 
 @pytest.mark.parametrize("hint_id,why,record",
-                         [(c[0], why, rec) for c in CASES for why, rec in c[2].items()],
-                         ids=[f"{c[0]}-{why}" for c in CASES for why in c[2]])
+                         [(c[0], why, rec) for c in CASES + WIDENED for why, rec in c[2].items()],
+                         ids=[f"{c[0]}-{why}" for c in CASES + WIDENED for why in c[2]])
 def test_near_miss_does_not_fire(hint_id, why, record):
     assert hint_id not in ids(record), why
 
@@ -2219,155 +2360,3 @@ def test_torchs_desync_report_names_the_lagging_ranks():
 @pytest.mark.parametrize("bad", [None, "1", [1, "2"], [True], {"1": "x"}])
 def test_a_malformed_ranks_behind_is_not_known(bad):
     assert hints.facts(stalled({"ranks_behind": bad})).ranks_behind is None
-
-
-# The widened and narrowed hints of the eleventh split and after (their CASES entries stay where the hints are):
-# (hint id, record that shows the signature, near misses that must not trigger it)
-WIDENED = [
-    ("nccl-two-libraries", refused(
-        "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.9.9",
-        phase="init"), {
-        # the package and the library of one version
-        "one version": refused(
-            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-2.8.3-1+cuda10.1.x86_64.rpm\n"
-            "/var/nccl-repo-2.8.3-ga-cuda10.1/libnccl-devel-2.8.3-1+cuda10.1.x86_64.rpm\n/usr/lib64/libnccl.so.2.8.3\n"
-            "/usr/lib64/libnccl.so.2", phase="init"),
-    }),
-    ("mpi-tcp-nonrouted-interface", refused(
-        "[node2][[22157,1],4][btl_tcp_endpoint.c:626:mca_btl_tcp_endpoint_recv_connect_ack] received unexpected "
-        "process identifier [[22157,1],7]", phase="startup"), {
-        # PMIx's local (unix socket) client to its server: not the network
-        "pmix usock": refused(
-            "usock_peer_recv_connect_ack: [[22157,1],4] received unexpected process identifier ([[22157,0],0]) "
-            "from server: expected ([[22157,0],1])", phase="startup"),
-    }),
-    ("torch-device-id-hang", make_record(
-        status="hang", phase="step", torch="2.6.0", error=(
-            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
-            "broadcast\n    work = group.broadcast([tensor], opts)")), {
-        # torch's debug wrapper found the ranks in different collectives: collective-mismatch's
-        "mismatch named": make_record(status="hang", phase="step", torch="2.6.0", error=(
-            '  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2421, in '
-            "broadcast\n    work = group.broadcast([tensor], opts)\nRuntimeError: Detected mismatch between "
-            "collectives on ranks. Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=15, "
-            "OpType=BROADCAST), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).")),
-    }),
-    # the twelfth split's, group h12e-
-    ("fp16-trainable-params", failed("ValueError : Attemting to unscale fp16 Gradients", phase="step",
-                                     error_class="other"), {
-        # a loss-scale overflow names no fp16 gradient of a trainable parameter
-        "overflow": failed("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 32768.0",
-                           phase="step", error_class="other"),
-    }),
-    ("fsdp-mixed-requires-grad", failed("ValueError: `FlatParameter` requires uniform dtype but got torch.bfloat16 "
-                                        "and torch.float32", phase="prepare", error_class="other"), {
-        # torch 1.13's other FlatParameter checks
-        "nesting": failed("ValueError: `FlatParameter` does not support nesting", phase="prepare",
-                          error_class="other"),
-        "not floating point": failed("ValueError: Cannot flatten integer dtype tensors", phase="prepare",
-                                     error_class="other"),
-    }),
-    ("bf16-unsupported-gpu", failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
-                                    phase="startup", error_class="other", capability="7.0"), {
-        # on an Ampere GPU the message means a torch before 1.7 or CUDA before 11, not the GPU
-        "an Ampere GPU": failed("ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7",
-                                phase="startup", error_class="other", capability="8.0"),
-        "tf32 turned off": failed("UserWarning: TF32 is disabled (torch.backends.cuda.matmul.allow_tf32 = False)",
-                                  phase="step", error_class="other", capability="7.0"),
-    }),
-    # the twelfth split's, groups h12b- and h12c-
-    ("mpi-host-slots-syntax", refused(
-        "here are not enough slots available in the system to satisfy the N\nslots that were requested by the "
-        "application:\n\n  ./all_reduce_perf"), {
-        # Open MPI refusing to bind more processes than cpus, or to find the executable: other causes
-        "binding": refused("A request was made to bind to that would result in binding more\nprocesses than cpus on a "
-                           "resource:"),
-        "executable": refused("mpirun was unable to launch the specified application as it could not access\n"
-                              "or execute an executable:"),
-    }),
-    ("launcher-ssh-unreachable", refused("Checking ssh on all remote hosts.\nssh not successful for host server1-0:\n"
-                                         "Permission denied, please try again."), {
-        "the check passed": refused("Checking ssh on all remote hosts.\nSSH was successful into all the remote hosts."),
-    }),
-    # the twelfth split's, group h12a-
-    ("nvml-driver-mismatch", refused(
-        "NVRM: this kernel module has the version 375.39.  Please\nNVRM: make sure that this kernel module and all "
-        "NVIDIA driver\nNVRM: components have the same version.", phase="fingerprint", nvml=NVML_MISMATCH), {
-        # the module's load banner alone, with NVML answering
-        "load banner": refused("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  375.39  Tue Jan 31 20:47:00 PST 2017",
-                               phase="fingerprint", nvml=NVML_DEFAULT, libcuda=HOST_LIBCUDA),
-    }),
-    ("nvidia-dkms-build-failed", refused(
-        "MODPOST /opt/NVIDIA-Linux-x86_64-470.199.02/kernel/Module.symvers\nERROR: modpost: GPL-incompatible module "
-        "nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'", phase="fingerprint"), {
-        # another out-of-tree module (GPUDirect Storage's nvidia-fs, ZFS)
-        "nvidia-fs": refused("ERROR: modpost: GPL-incompatible module nvidia-fs.ko uses GPL-only symbol 'x'",
-                             phase="fingerprint"),
-        "zfs": refused("FATAL: modpost: GPL-incompatible module zfs.ko uses GPL-only symbol '__rcu_read_lock'",
-                       phase="fingerprint"),
-    }),
-    ("driver-container-kernel-headers", refused(
-        "Installing Linux kernel headers...\n+ dnf -q -y --releasever=8.4 install kernel-headers-4.18.0-305.el8.x86_64 "
-        "kernel-devel-4.18.0-305.el8.x86_64\nError: Unable to find a match: kernel-headers-4.18.0-305.el8.x86_64"), {
-        # the headers installed, the module's own build failing next; a user's dnf outside the driver container
-        "build error after": refused(
-            "Installing Linux kernel headers...\nInstalling Linux kernel module files...\nCompiling NVIDIA driver "
-            "kernel modules...\n/usr/src/nvidia-525.60.13/nvidia/nv-mmap.c:341:9: error: too many arguments to "
-            "function 'vm_insert_page'"),
-        "no driver container": refused("$ sudo dnf install kernel-devel-5.14.0-1.el9.x86_64\nError: Unable to find a "
-                                       "match: kernel-devel-5.14.0-1.el9.x86_64"),
-    }),
-    ("gpu-exclusive-process", failed(
-        "Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 46 from 'cudaStreamCreate(&kernel_stream)'.  "
-        "Exiting.", error_class="cuda", nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}), {
-        # another return value (2: out of memory) in the same format
-        "out of memory": failed("Fatal CUDA Error at cuda-hybrid-api.cu:450.\n Return value 2 from "
-                                "'cudaMalloc(&buf, size)'.  Exiting.", error_class="oom",
-                                nvml={"compute_modes": ["exclusive_process"], "version_mismatch": False}),
-    }),
-    ("wsl-driver-library", failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver"), {
-        # no driver at all (the rank saw no GPU and no driver): no-gpu-in-container's, not a loader path
-        "no driver": failed("RuntimeError: Failed to dlopen libcuda.so", error_class="driver", driver=None, gpus=()),
-        # another library that cudarc could not load
-        "nvrtc": failed('Unable to dynamically load the "nvrtc" shared library - searched for library names: '
-                        '["nvrtc"].', error_class="import"),
-    }),
-    # the thirteenth split (h13a-): its fix now names an MPI hostfile without slots and jsrun's resource set; cupy's
-    # wording fires it, the container hook's does not (a device the runtime could not give)
-    ("rank-gpu-index-out-of-range", failed(
-        "cupy.cuda.runtime.CUDARuntimeError: cudaErrorInvalidDevice: invalid device ordinal", error_class="cuda"), {
-        "container hook": refused("nvidia-container-cli: device error: 3: invalid device ordinal: unknown"),
-        "the run passed": make_record(status="pass", launcher_tail="CUDA error: invalid device ordinal"),
-    }),
-    # the thirteenth split's, group h13b-: setpci's read of the ACS Control word with ReqRedir set
-    ("p2p-claimed-not-verified", make_record(status="hang", phase="step", launcher_tail=(
-        "$ for b in $(lspci | grep -i plx | awk '{print $1}'); do sudo setpci -s ${b} f2a.w; done\n0000\n001d\n001d")), {
-        # ACS off on every port, a write (no value read back), another register
-        "ACS off": make_record(status="hang", phase="step", launcher_tail=(
-            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w\n0000")),
-        "a write": make_record(status="hang", phase="step", launcher_tail=(
-            "$ sudo setpci -s 0000:40:01.1 ECAP_ACS+0x6.w=0000\n$ nvidia-smi\n001d")),
-        "another register": make_record(status="hang", phase="step", launcher_tail=(
-            "$ sudo setpci -s 0000:40:01.1 COMMAND.w\n0007")),
-    }),
-    # the thirteenth split, group h13d-
-    ("nccl-not-built-in", failed(
-        "No OpKernel was registered to support Op 'NcclAllReduce' used by {{node NcclAllReduce}} with these attrs: "
-        "[reduction=\"sum\", shared_name=\"c1\", T=DT_FLOAT, num_devices=2]\nRegistered devices: [CPU, GPU]\n"
-        "Registered kernels:\n  <no registered kernels>", phase="step", error_class="import"), {
-        # another op without a kernel on this device: not NCCL's
-        "another op": failed("No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}} with "
-                             "these attrs: [T=DT_FLOAT]\nRegistered devices: [CPU]", phase="step", error_class="other"),
-    }),
-]
-
-
-@pytest.mark.parametrize("hint_id,record", [(c[0], c[1]) for c in WIDENED], ids=[c[0] for c in WIDENED])
-def test_a_widened_hint_fires_on_its_new_wording(hint_id, record):
-    assert hint_id in ids(record)
-
-
-@pytest.mark.parametrize("hint_id,why,record", [(c[0], why, rec) for c in WIDENED for why, rec in c[2].items()],
-                         ids=[f"{c[0]}-{why}" for c in WIDENED for why in c[2]])
-def test_a_widened_hints_near_misses_do_not_fire(hint_id, why, record):
-    assert hint_id not in ids(record), why
