@@ -1821,6 +1821,48 @@ CASES = [
         "libfabric": failed("ImportError: libfabric.so.1: cannot open shared object file: No such file or directory",
                             phase="startup", error_class="import"),
     }),
+    # the fourteenth split, groups h14a- and h14b-
+    ("deepspeed-config-precision-mismatch", failed(
+        "ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:\n"
+        "[rank0]: - ds bf16.enabled=True vs hf bf16|bf16_full_eval=False\nThe easiest method is to set these "
+        "DeepSpeed config values to 'auto'.", phase="startup", error_class="other"), {
+        # the batch figures in the same list, a GPU without bf16, a value left 'auto' that Accelerate cannot fill
+        "batch size": failed("ValueError: Please correct the following DeepSpeed config values that mismatch "
+                             "TrainingArguments values:\n- ds train_batch_size=32 vs hf train_batch_size (calculated)=4",
+                             phase="startup", error_class="other"),
+        "no bf16 on this GPU": failed("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using "
+                                      "Ampere GPU with cuda>=11.0", phase="startup", error_class="other"),
+        "auto left": failed("ValueError: `train_micro_batch_size_per_gpu` not found in kwargs. Please specify "
+                            "`train_micro_batch_size_per_gpu` without `auto`(set to correct value) in the DeepSpeed "
+                            "config file or pass it in kwargs.", phase="startup", error_class="other"),
+    }),
+    ("accelerate-deepspeed-without-dataloader", failed(
+        "    result = self._prepare_deepspeed(*args)\nValueError: When using DeepSpeed `accelerate.prepare()` requires "
+        "you to pass at least one of training or evaluation dataloaders or alternatively set an integer value in "
+        "`train_micro_batch_size_per_gpu` in the deepspeed config file", phase="startup", error_class="other"), {
+        # the accelerate config itself missing, DeepSpeed's own batch check, a value left 'auto'
+        "no config file": failed("ValueError: The passed configuration file `/root/ds.yaml` does not exist.",
+                                 phase="startup", error_class="launcher"),
+        "batch check": failed("AssertionError: Check batch related parameters. train_batch_size is not equal to "
+                              "micro_batch_per_gpu * gradient_acc_step * world_size 16 != 2 * 1 * 4", phase="init",
+                              error_class="other"),
+        "auto left": failed("ValueError: `train_micro_batch_size_per_gpu` not found in kwargs. Please specify "
+                            "`train_micro_batch_size_per_gpu` without `auto`(set to correct value) in the DeepSpeed "
+                            "config file or pass it in kwargs.", phase="startup", error_class="other"),
+    }),
+    ("zero3-checkpoint-partitioned-weights", make_record(status="fail", phase="startup", error_class="other",
+                                                          launcher_tail=(
+        "$ python inspect.py zero_pp_rank_0_mp_rank_00_model_states.pt\nmodel.embed_tokens.weight : torch.Size([0])\n"
+        "model.layers.0.input_layernorm.weight : torch.Size([0])")), {
+        # a ZeRO-2 file with real shapes, a vocabulary resized after training, a ZeRO-3 model run outside its engine
+        "ZeRO-2 shapes": make_record(status="fail", phase="startup", error_class="other", launcher_tail=(
+            "zero_pp_rank_0_mp_rank_00_model_states.pt\nmodel.embed_tokens.weight : torch.Size([65024, 4096])")),
+        "vocab resized": failed("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch "
+                                "for lm_head.weight: copying a param with shape torch.Size([32001, 4096]) from "
+                                "checkpoint, the shape in current model is torch.Size([32000, 4096]).",
+                                phase="startup", error_class="other"),
+        "outside the engine": failed("RuntimeError: 'weight' must be 2-D", phase="step", error_class="other"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -1960,6 +2002,41 @@ WIDENED = [
         # another op without a kernel on this device: not NCCL's
         "another op": failed("No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}} with "
                              "these attrs: [T=DT_FLOAT]\nRegistered devices: [CPU]", phase="step", error_class="other"),
+    }),
+    # the fourteenth split, groups h14a- and h14b-: DeepSpeed's MPI discovery without mpi4py (not under mpirun); vLLM's
+    # own search for libnccl; transformers' list of the batch figures that disagree
+    ("rank-env-unset", failed(
+        '  File "/env/lib/python3.9/site-packages/deepspeed/comm/comm.py", line 677, in mpi_discovery\n'
+        "    from mpi4py import MPI\nModuleNotFoundError: No module named 'mpi4py'", phase="init", error_class="import"), {
+        # under mpirun the discovery is meant; the script's own mpi4py import; the discovery that worked
+        "under mpirun": failed(
+            "$ mpirun -np 2 python train.py\n  File \"/env/lib/python3.9/site-packages/deepspeed/comm/comm.py\", line "
+            "677, in mpi_discovery\n    from mpi4py import MPI\nModuleNotFoundError: No module named 'mpi4py'",
+            phase="init", error_class="import"),
+        "the script's own import": failed('  File "train.py", line 3, in <module>\n    from mpi4py import MPI\n'
+                                          "ModuleNotFoundError: No module named 'mpi4py'", phase="startup",
+                                          error_class="import"),
+        "discovered": make_record(status="fail", phase="step", launcher_tail=(
+            "[INFO] [comm.py:652:init_distributed] Not using the DeepSpeed or dist launchers, attempting to detect MPI "
+            "environment...\n[INFO] [comm.py:702:mpi_discovery] Discovered MPI settings of world_rank=0, local_rank=0, "
+            "world_size=1, master_addr=10.0.0.1, master_port=29500")),
+    }),
+    ("libnccl-missing", failed("ValueError: Cannot find libnccl.so.2 in the system.", phase="startup",
+                               error_class="import"), {
+        # the same search for libcuda (no driver library): another cause
+        "libcuda": failed("ValueError: Cannot find libcuda.so.1 in the system.", phase="startup", error_class="import"),
+    }),
+    ("deepspeed-batch-size-mismatch", failed(
+        "ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:\n"
+        "- ds train_batch_size=32 vs hf train_batch_size (calculated)=4\nThe easiest method is to set these DeepSpeed "
+        "config values to 'auto'.", phase="startup", error_class="other"), {
+        # the precision in the same list; another figure of the list
+        "precision": failed("ValueError: Please correct the following DeepSpeed config values that mismatch "
+                            "TrainingArguments values:\n- ds bf16.enabled=True vs hf bf16|bf16_full_eval=False",
+                            phase="startup", error_class="other"),
+        "gradient clipping": failed("ValueError: Please correct the following DeepSpeed config values that mismatch "
+                                    "TrainingArguments values:\n- ds gradient_clipping=1.0 vs hf max_grad_norm=0.3",
+                                    phase="startup", error_class="other"),
     }),
 ]
 

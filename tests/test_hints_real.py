@@ -511,6 +511,14 @@ FORMATS = [
     ("traceback", "    from mpi4py import MPI\nImportError: /opt/conda/lib/libmpi.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
     ("traceback", "OSError: libmpi_cxx.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
     ("traceback", "tensorflow.python.framework.errors_impl.NotFoundError: No OpKernel was registered to support Op 'NcclAllReduce' with these attrs.  Registered devices: [CPU], Registered kernels:\n  <no registered kernels>", "nccl-not-built-in"),
+    # issue 23, fourteenth split h14a- and h14b-: the other releases' and Accelerate's words for the group's hints
+    ("rank-error", "[2024-01-20 10:00:00,000] [INFO] [comm.py:652:init_distributed] Not using the DeepSpeed or dist launchers, attempting to detect MPI environment...\nModuleNotFoundError: No module named 'mpi4py'", "rank-env-unset"),
+    ("traceback", "  File \"/usr/local/lib/python3.8/dist-packages/deepspeed/utils/distributed.py\", line 63, in mpi_discovery\n    from mpi4py import MPI\nImportError: No module named 'mpi4py'", "rank-env-unset"),
+    ("rank-error", "ValueError: Please correct the following DeepSpeed config values that mismatch kwargs values:\n- ds train_batch_size=64 vs arg train_batch_size=16", "deepspeed-batch-size-mismatch"),
+    ("rank-error", "ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:\n- ds fp16.enabled=True vs hf fp16|fp16_full_eval+fp16_backend(amp)=False", "deepspeed-config-precision-mismatch"),
+    ("traceback", "ValueError: `--mixed_precision` arg cannot be set to `fp16` when `bf16` is set in the DeepSpeed config file.", "deepspeed-config-precision-mismatch"),
+    ("traceback", "ValueError: When using DeepSpeed, `accelerate.prepare()` requires you to pass at least one of training or evaluation dataloaders with `batch_size` attribute returning an integer value or alternatively set an integer value in `train_micro_batch_size_per_gpu` in the deepspeed config file", "accelerate-deepspeed-without-dataloader"),
+    ("traceback", "RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n\tsize mismatch for base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight: copying a param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([8, 4096]).", "zero3-checkpoint-partitioned-weights"),
 ]
 
 

@@ -509,6 +509,11 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("RuntimeError", "Unable to initialize backend 'cuda': INTERNAL: no supported devices found for platform CUDA", "cuda"),
     # another op without a kernel is not a build without NCCL
     ("", "No OpKernel was registered to support Op 'CollectiveReduceV2' used by {{node x}}", "other"),
+    # the fourteenth split (h14a-): vLLM's own search for libnccl that found none: import; CuPy's NcclError as Ray's
+    # RayTaskError prints it: nccl; a RayTaskError of another type is not NCCL's
+    ("ValueError", "ValueError: Cannot find libnccl.so.2 in the system.", "import"),
+    ("", "ray.exceptions.RayTaskError(NcclError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "nccl"),
+    ("", "ray.exceptions.RayTaskError(ValueError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

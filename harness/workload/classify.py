@@ -173,6 +173,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # the distributed kvstore; a library file that a package's loader did not find
                           r"No OpKernel was registered to support Op .Nccl\w{1,40}.|compile with USE_DIST_KVSTORE=1|"
                           r"\bFile \S{1,200}\.so not found\b|"
+                          # vLLM's own search for a library (vllm/utils.py find_library: ldconfig, LD_LIBRARY_PATH)
+                          r"Cannot find lib[\w.+-]{1,60}\.so[.\d]* in the system|"
                           # Triton linking its launcher against the driver library (-lcuda) and finding none
                           r"cannot find -lcuda\b|libcuda\.so cannot found|"
                           # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
@@ -322,6 +324,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     ("nccl", re.compile(r"NCCL|\bRCCL\b|\bRccl error|NET/Socket|Bootstrap|Duplicate GPU detected|nvshmem|"
                         r"\bsocket(?:Start|Poll)Connect\b|"
                         r"\.(?:h|cc):\d+ WARN |\bnccl[A-Z]\w+|"
+                        # an NCCL exception's type as a log prints it (CuPy's NcclError, wrapped by Ray's collective
+                        # library as "RayTaskError(NcclError)"): the type NcclError that _NCCL_TYPES names
+                        r"\bNcclError\b|"
                         # its bootstrap without an interface in NCCL_COMM_ID's subnet, its net plugin's index
                         r"No interface found in the same subnet|Could not find NET with id")),
     ("cuda", re.compile(r"CUDA error|CUDA driver|cuda runtime|cudaError|CUBLAS|CUDNN|"
