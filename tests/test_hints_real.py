@@ -511,6 +511,14 @@ FORMATS = [
     ("traceback", "    from mpi4py import MPI\nImportError: /opt/conda/lib/libmpi.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
     ("traceback", "OSError: libmpi_cxx.so.40: cannot open shared object file: No such file or directory", "mpi-binding-library-missing"),
     ("traceback", "tensorflow.python.framework.errors_impl.NotFoundError: No OpKernel was registered to support Op 'NcclAllReduce' with these attrs.  Registered devices: [CPU], Registered kernels:\n  <no registered kernels>", "nccl-not-built-in"),
+    # issue 23, fourteenth split h14c-: other tools' and releases' words for the group's new and widened hints
+    ("launcher", "Failed to unload kernel module nvidia_uvm: resource temporarily unavailable\nCould not unload NVIDIA driver kernel modules, driver is in use\nfailed to uninstall nvidia driver components: failed to unload driver", "driver-container-modules-in-use"),
+    ("launcher", "Error: unable to start container \"ecdb2132\": crun: error stat'ing file `/lib/x86_64-linux-gnu/libEGL_nvidia.so.535.161.07`: No such file or directory: OCI runtime attempted to invoke a command that was not found", "cdi-spec-stale"),
+    ("launcher", "Error: crun: cannot stat `/usr/lib/libnvidia-egl-wayland.so.1.1.13`: No such file or directory: OCI runtime attempted to invoke a command that was not found", "cdi-spec-stale"),
+    ("dmesg", "[    2.945] NVRM: installed in this system is not supported by open\n[    2.945] NVRM: nvidia.ko because it does not include the required GPU\n[    2.945] NVRM: System Processor (GSP).", "open-module-unsupported-gpu"),
+    ("tool-output", "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Required key not available", "driver-module-not-loaded"),
+    ("rank-error", "E0101 cuda_driver.cc:152] CUDA initialization failed with error 802", "fabric-manager-not-running"),
+    ("launcher", "stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE)", "toolkit-cgroups-not-writable"),
 ]
 
 
