@@ -1863,6 +1863,21 @@ CASES = [
                                 phase="startup", error_class="other"),
         "outside the engine": failed("RuntimeError: 'weight' must be 2-D", phase="step", error_class="other"),
     }),
+    # the fourteenth split, group h14c-
+    ("driver-container-modules-in-use", refused(
+        "Starting installation of NVIDIA driver version 460.32.03 for Linux kernel version 4.15.0-136-generic\n\n"
+        "Stopping NVIDIA persistence daemon...\nUnloading NVIDIA driver kernel modules...\nCould not unload NVIDIA "
+        "driver kernel modules, driver is in use", phase="startup", error_class="driver"), {
+        # the driver container's other failures: no kernel headers, the kernel version unresolved, a host module
+        # that does not load at all
+        "no headers": refused("Installing Linux kernel headers...\nCould not resolve Linux kernel version",
+                              phase="startup", error_class="driver"),
+        "build failed": refused("ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently "
+                                "when this kernel module was built against the wrong or improperly configured kernel "
+                                "sources", phase="startup", error_class="driver"),
+        "the modules unloaded": refused("Unloading NVIDIA driver kernel modules...\nUnmounting NVIDIA driver rootfs..."
+                                        "\nChecking NVIDIA driver packages...", phase="startup", error_class="driver"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2037,6 +2052,60 @@ WIDENED = [
         "gradient clipping": failed("ValueError: Please correct the following DeepSpeed config values that mismatch "
                                     "TrainingArguments values:\n- ds gradient_clipping=1.0 vs hf max_grad_norm=0.3",
                                     phase="startup", error_class="other"),
+    }),
+    # the fourteenth split, group h14c-: modprobe's Secure Boot refusals (the fix names Secure Boot, mokutil --sb-state)
+    ("driver-module-not-loaded", refused(
+        "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service", phase="startup",
+        error_class="driver"), {
+        # another module's refusal, and the module that loads but another driver owns the GPU
+        "another module": refused("modprobe: ERROR: could not insert 'vboxdrv': Key was rejected by service",
+                                  phase="startup", error_class="driver"),
+        "nouveau owns it": refused("NVRM: The NVIDIA probe routine was not called for 1 device(s).", phase="startup",
+                                   error_class="driver"),
+    }),
+    # a CDI spec's driver library that a driver upgrade replaced: crun's words, and the versioned file "not found" under podman
+    ("cdi-spec-stale", refused(
+        "Error: crun: cannot stat `/lib64/libEGL_nvidia.so.550.54.14`: No such file or directory: OCI runtime "
+        "attempted to invoke a command that was not found"), {
+        # another file of the spec (a user's volume), the legacy hook's stat, a library without its full version
+        "a user's file": refused("Error: crun: cannot stat `/data/models`: No such file or directory"),
+        "the legacy hook": refused("nvidia-container-cli: mount error: stat failed: /usr/lib/x86_64-linux-gnu/"
+                                   "libnvidia-ml.so.450.80.02: no such file or directory"),
+        "no podman": refused("libnvidia-egl-wayland.so.1.1.13 not found"),
+        "soname only": refused("libnvidia-ml.so.1 not found, podman 5.2.2"),
+    }),
+    ("cdi-spec-stale", refused("libnvidia-egl-wayland.so.1.1.13 not found, podman 5.2.2 update"), {}),
+    # the open module's GSP refusal as the kernel wraps it, each line behind "NVRM: " and a dmesg time
+    ("open-module-unsupported-gpu", refused(
+        "kernel: NVRM: The NVIDIA GPU 0000:09:00.0 (PCI ID: 10de:1d01)\n             NVRM: installed in this system "
+        "is not supported by open\n             NVRM: nvidia.ko because it does not include the required GPU\n     "
+        "        NVRM: System Processor (GSP).", phase="fingerprint"), {
+        "vGPU": refused("[ 4.1] NVRM: The NVIDIA vGPU 10de:2236 is not supported by open\n[ 4.1] NVRM: nvidia.ko.",
+                        phase="fingerprint"),
+        "probe failed alone": refused("kernel: nvidia 0000:09:00.0: probe with driver nvidia failed with error -1\n"
+                                      "kernel: NVRM: None of the NVIDIA devices were initialized.", phase="fingerprint"),
+    }),
+    # 802 by its number at CUDA's initialisation
+    ("fabric-manager-not-running", failed("CUDA initialization fails with 802 system error", phase="startup"), {
+        "another number": failed("CUDA initialization fails with 804 system error", phase="startup"),
+        "a version": failed("CUDA initialization failed: driver 535.802 too old", phase="startup"),
+        "a source line": failed("CUDA init failed at enqueue.cc:802", phase="startup"),
+        "a line number": failed("CUDA initialization failed at line 802 of init.py", phase="startup"),
+    }),
+    # the hook's query of the device filters cut right after the call (a title); another errno is the kernel's
+    ("toolkit-cgroups-not-writable", refused(
+        "nvidia-container-cli: mount error: failed to add device rules.... bpf_prog_query(BPF_CGROUP_DEVICE)"), {
+        "another errno": refused("nvidia-container-cli: mount error: failed to add device rules: unable to find any "
+                                 "existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) "
+                                 "failed: invalid argument: unknown."),
+    }),
+    # and the mount-error hint is silent where that query was refused, cut or whole
+    ("container-cli-mount-error", refused(
+        "nvidia-container-cli: mount error: failed to add device rules: unable to replace original device filters "
+        "program with new one: failed to call BPF_PROG_ATTACH (BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI): can't attach "
+        "program: invalid argument: unknown"), {
+        "the query cut": refused(
+            "nvidia-container-cli: mount error: failed to add device rules.... bpf_prog_query(BPF_CGROUP_DEVICE)"),
     }),
 ]
 

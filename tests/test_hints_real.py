@@ -519,6 +519,14 @@ FORMATS = [
     ("traceback", "ValueError: `--mixed_precision` arg cannot be set to `fp16` when `bf16` is set in the DeepSpeed config file.", "deepspeed-config-precision-mismatch"),
     ("traceback", "ValueError: When using DeepSpeed, `accelerate.prepare()` requires you to pass at least one of training or evaluation dataloaders with `batch_size` attribute returning an integer value or alternatively set an integer value in `train_micro_batch_size_per_gpu` in the deepspeed config file", "accelerate-deepspeed-without-dataloader"),
     ("traceback", "RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n\tsize mismatch for base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight: copying a param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([8, 4096]).", "zero3-checkpoint-partitioned-weights"),
+    # issue 23, fourteenth split h14c-: other tools' and releases' words for the group's new and widened hints
+    ("launcher", "Failed to unload kernel module nvidia_uvm: resource temporarily unavailable\nCould not unload NVIDIA driver kernel modules, driver is in use\nfailed to uninstall nvidia driver components: failed to unload driver", "driver-container-modules-in-use"),
+    ("launcher", "Error: unable to start container \"ecdb2132\": crun: error stat'ing file `/lib/x86_64-linux-gnu/libEGL_nvidia.so.535.161.07`: No such file or directory: OCI runtime attempted to invoke a command that was not found", "cdi-spec-stale"),
+    ("launcher", "Error: crun: cannot stat `/usr/lib/libnvidia-egl-wayland.so.1.1.13`: No such file or directory: OCI runtime attempted to invoke a command that was not found", "cdi-spec-stale"),
+    ("dmesg", "[    2.945] NVRM: installed in this system is not supported by open\n[    2.945] NVRM: nvidia.ko because it does not include the required GPU\n[    2.945] NVRM: System Processor (GSP).", "open-module-unsupported-gpu"),
+    ("tool-output", "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Required key not available", "driver-module-not-loaded"),
+    ("rank-error", "E0101 cuda_driver.cc:152] CUDA initialization failed with error 802", "fabric-manager-not-running"),
+    ("launcher", "stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE)", "toolkit-cgroups-not-writable"),
 ]
 
 

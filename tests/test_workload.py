@@ -514,6 +514,27 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("ValueError", "ValueError: Cannot find libnccl.so.2 in the system.", "import"),
     ("", "ray.exceptions.RayTaskError(NcclError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "nccl"),
     ("", "ray.exceptions.RayTaskError(ValueError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "other"),
+    # the fourteenth split (h14c-): the open module's refusal as the kernel wraps it, nvidia-smi without NVML's library,
+    # the GPU Operator's driver container unable to unload modules in use: driver; crun unable to stat a CDI spec's
+    # driver library, and that library "not found" under podman: launcher; cuDNN 8 unable to load its sub-library:
+    # import; nccl-tests' CUDACHECK: cuda
+    ("", "NVRM: installed in this system is not supported by open\n             NVRM: nvidia.ko because it does not "
+         "include the required GPU", "driver"),
+    ("", "[    4.1] NVRM: installed in this system is not supported by open\n[    4.1] NVRM: nvidia.ko because",
+     "driver"),
+    ("", "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system.", "driver"),
+    ("", "Unloading NVIDIA driver kernel modules...\nCould not unload NVIDIA driver kernel modules, driver is in use",
+     "driver"),
+    ("", "Error: crun: cannot stat `/lib64/libEGL_nvidia.so.550.54.14`: No such file or directory: OCI runtime "
+         "attempted to invoke a command that was not found", "launcher"),
+    ("", "Error: unable to start container \"ecdb\": crun: error stat'ing file `/lib/x86_64-linux-gnu/libEGL_nvidia.so."
+         "535.161.07`: No such file or directory", "launcher"),
+    ("", "libnvidia-egl-wayland.so.1.1.13 not found after the podman update", "launcher"),
+    ("", "Could not load library libcudnn_ops_infer.so.8", "import"),
+    ("", "node1: Test CUDA failure common.cu:892 'initialization error'", "cuda"),
+    # a versioned library not found outside a container engine is not the engine's; NCCL's own test failure is NCCL's
+    ("", "libnvidia-egl-wayland.so.1.1.13 not found", "other"),
+    ("", "node1: Test NCCL failure common.cu:1005 'unhandled system error'", "nccl"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -97,7 +97,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"this kernel module has the version [\d.]+|"
                           r"API mismatch: (?:the NVIDIA kernel module|this NVIDIA driver component) has|"
                           r"RmInitAdapter failed|rm_init_adapter failed|Open nvidia\.ko is only ready|"
-                          r"not supported by open nvidia\.ko|"
+                          # (the kernel wraps it, "NVRM: " and a dmesg time at each line's start)
+                          r"not supported by open\s{1,40}(?:\[[\d. ]{1,20}\]\s{0,4})?(?:NVRM:\s{1,8})?nvidia\.ko|"
+                          # nvidia-smi without NVML's library (the driver's user space absent, or not injected into
+                          # the container); the GPU Operator's driver container unable to unload modules in use
+                          r"couldn.t find libnvidia-ml\.so|Could not unload NVIDIA driver kernel modules|"
                           # loaders that dlopen the driver's libcuda and find none (cuda-python, Rust's cudarc)
                           r"Failed to dlopen libcuda\.so|Unable to find cuda lib under the names|"
                           r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library", re.I)),
@@ -125,6 +129,11 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # Singularity/Apptainer unable to set the container up (a --nv bind's destination
                             # missing); a CDI spec's mount that podman/toolbox could not apply
                             r"FATAL:\s{1,8}container creation failed|failed to apply mount from Container Device Interface|"
+                            # crun unable to find a file the container's spec mounts (a CDI spec's driver library
+                            # that a driver upgrade replaced), and that library "not found" under podman
+                            r"\bcrun: (?:cannot stat|error stat.ing file)\b|"
+                            r"\blib(?:nvidia-[\w-]{1,40}|cuda|\w{1,12}_nvidia)\.so\.\d{1,6}\.\d{1,6}[\d.]{0,12}:? not found\b"
+                            r".{0,60}\bpodman\b|"
                             r"terminating driver service \(forced\)|\bdriver rpc error: |"
                             # MPI's own programs unable to load MPI's libraries (before the import rule below)
                             r"\b(?:mpirun|mpiexec|orterun|prterun|orted|prted|orte-info)\S{0,40}: error while loading shared "
@@ -177,6 +186,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"Cannot find lib[\w.+-]{1,60}\.so[.\d]* in the system|"
                           # Triton linking its launcher against the driver library (-lcuda) and finding none
                           r"cannot find -lcuda\b|libcuda\.so cannot found|"
+                          # cuDNN 8's loader unable to load one of its own sub-libraries (libcudnn_cnn_infer.so.8)
+                          r"Could not load library libcudnn\w{0,40}\.so|"
                           # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
                           # so its library never loads: torch's "Error building extension", nvcc not knowing the
                           # GPU's arch, DeepSpeed's optimizer without its op ("no attribute 'ds_opt_adam'")
@@ -339,6 +350,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # the driver API's CUDA_ERROR_NOT_INITIALIZED (jaxlib's device queries), JAX/XLA finding
                         # no CUDA device for its backend
                         r"\bCUDA_ERROR_NOT_INITIALIZED\b|no supported devices found for platform CUDA|"
+                        # nccl-tests' CUDACHECK ("Test CUDA failure common.cu:%d '%s'")
+                        r"\bTest CUDA failure\b|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
 ]
