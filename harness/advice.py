@@ -78,6 +78,15 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               ("NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE"),
               "this rank lost its peer: find the first error on the other ranks or nodes; if none shows one, run "
               "once with NCCL_IB_DISABLE=1 and NCCL_SOCKET_IFNAME naming the interface the ranks share"),
+    # NCCL's socket types (socket.h: 3 NetSocket, 4 NetIb): a connection of NET/IB's accepted where NET/Socket
+    # listens (or the reverse), so one rank chose InfiniBand and its peer sockets (socket.cc's
+    # "socketFinalizeAccept: wrong type %d != %d")
+    Subsystem("the ranks' network transports (InfiniBand on one, sockets on another)",
+              _rx(r"socketFinalizeAccept: wrong type (4 != 3|3 != 4)\b"),
+              ("NCCL_IB_DISABLE", "NCCL_NET", "NCCL_IB_HCA"),
+              "one rank connected over InfiniBand and its peer over sockets: check that IB works on every node "
+              "(ibstat, ibv_devinfo: the ports Active) and that NCCL_IB_DISABLE / NCCL_NET / NCCL_IB_HCA are the "
+              "same on all; run once with NCCL_IB_DISABLE=1 on every node to put them all on sockets"),
     Subsystem("bootstrap (NCCL's first connections between ranks)",
               _rx(r"Bootstrap\s?:|\bbootstrap\.cc:\d+|\bsocket\.cc:\d+|\bsocketProgress|\bncclSocket\w{0,20}\b|socket\.h:\d+|"
                   r"NCCL WARN (Call to connect|Connect to \S{1,80} failed)|"

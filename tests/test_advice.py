@@ -60,6 +60,8 @@ def test_on_real_logs_the_advice_names_the_variable_of_the_confirmed_fix_most_of
     ("nvls-1", "NVLS"),
     ("rendezvous-port-2", "the store and rendezvous"),
     ("remote-error-victim-1", "the network between ranks"),
+    # NCCL's socket types disagreeing (a NET/IB connection where NET/Socket listens: IB broken on one node)
+    ("h4a-ib-broken-on-one-node-2", "the ranks' network transports"),
 ])
 def test_a_real_log_names_the_subsystem_that_reported_it(entry_id, subsystem):
     got = _unknown(log_record(entries()[entry_id]))

@@ -1878,6 +1878,32 @@ CASES = [
         "the modules unloaded": refused("Unloading NVIDIA driver kernel modules...\nUnmounting NVIDIA driver rootfs..."
                                         "\nChecking NVIDIA driver packages...", phase="startup", error_class="driver"),
     }),
+    # the fifteenth split, groups h15a- and h15c-
+    ("rdzv-endpoint-without-port", refused(
+        "run: Running torch.distributed.run with args: ['/usr/lib/python3/torch/distributed/run.py', '--nnodes=2', "
+        "'--nproc_per_node=8', '--rdzv_backend=c10d', '--rdzv_endpoint=10.1.2.3', 'train.py']"), {
+        # the port given; one node only; a port in use (rendezvous-port-in-use's)
+        "port given": refused("run: Running torch.distributed.run with args: ['run.py', '--nnodes=2', "
+                              "'--rdzv_backend=c10d', '--rdzv_endpoint=10.1.2.3:29400', 'train.py']"),
+        "one node": refused("  min_nodes        : 1\n  max_nodes        : 1\n  rdzv_endpoint    : localhost\n"),
+        "port in use": failed("RuntimeError: The server socket has failed to listen on any local network address. "
+                              "The server socket has failed to bind to [::]:29400 (errno: 98 - Address already in use).",
+                              phase="startup", error_class="launcher"),
+        "port in the config": refused("  min_nodes        : 2\n  rdzv_endpoint    : node-0.cluster:29400\n"),
+    }),
+    ("rendezvous-numeric-hostname", failed(
+        "[W socket.cpp:601] [c10d] The client socket has failed to connect to [::ffff:0.18.214.135]:40233 (errno: 110 "
+        "- Connection timed out).\n[E socket.cpp:657] [c10d] The client socket has failed to connect to any network "
+        "address of (1234567, 40233).", phase="init", error_class="launcher"), {
+        # a named host or a routable address that times out (a firewall: rendezvous-unreachable's); 0.0.0.0 is local
+        "named host": failed("[E socket.cpp:657] [c10d] The client socket has failed to connect to any network "
+                             "address of (node-0, 29500).", phase="init", error_class="launcher"),
+        "routable address": failed("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                                   "10.0.0.5:29500 (errno: 110 - Connection timed out).", phase="init",
+                                   error_class="launcher"),
+        "all zeros": failed("[W socket.cpp:601] [c10d] The client socket has failed to connect to 0.0.0.0:29500 "
+                            "(errno: 111 - Connection refused).", phase="init", error_class="launcher"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2106,6 +2132,30 @@ WIDENED = [
         "program: invalid argument: unknown"), {
         "the query cut": refused(
             "nvidia-container-cli: mount error: failed to add device rules.... bpf_prog_query(BPF_CGROUP_DEVICE)"),
+    }),
+    # the fifteenth split, groups h15a- and h15c-: a rank that fell back to /dev/shm attaching to a peer's cuMem
+    # handle as a segment with no name and size 0 (and shm-too-small silent there, however small /dev/shm is);
+    # Open MPI's "not built with SLURM's PMI support" as quoted without its "was"
+    ("nccl-cumem-host-numa", failed(
+        "misc/shmutils.cc:132 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl- (size 0), error: "
+        "No such file or directory (2)\nNCCL INFO transport/shm.cc:634 -> 2", error_class="shm"), {
+        # a named segment that a full /dev/shm could not grow (shm-too-small's)
+        "a named segment": failed("misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
+                                  "/dev/shm/nccl-A1b2C3 (size 9637888), error: No space left on device (28)",
+                                  error_class="shm"),
+    }),
+    ("shm-too-small", make_record(status="fail", phase="init", error_class="shm", shm=64 * MiB, error=(
+        "misc/shmutils.cc:60 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-A1b2C3 (size 9637888), "
+        "error: No space left on device (28)")), {
+        "a peer's cuMem handle": make_record(status="fail", phase="init", error_class="shm", shm=64 * MiB, error=(
+            "misc/shmutils.cc:132 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl- (size 0), "
+            "error: No such file or directory (2)")),
+    }),
+    ("ompi-without-slurm-pmi", refused(
+        "$ srun -N 4 -n 4 ./hello\n# fails with: OMPI not build with SLURM's PMI support and therefore cannot execute"), {
+        # the PMIx server missing under a foreign mpiexec, and a PMIx/munge mismatch: other causes
+        "no PMIx server": refused("OPAL ERROR: Unreachable in file pmix3x_client.c at line 112\n*** An error occurred "
+                                  "in MPI_Init_thread"),
     }),
 ]
 
@@ -2506,3 +2556,10 @@ def test_torchs_desync_report_names_the_lagging_ranks():
 @pytest.mark.parametrize("bad", [None, "1", [1, "2"], [True], {"1": "x"}])
 def test_a_malformed_ranks_behind_is_not_known(bad):
     assert hints.facts(stalled({"ranks_behind": bad})).ranks_behind is None
+
+
+def test_a_multi_node_launch_config_without_a_port_is_an_endpoint_without_port():
+    """torch.distributed.run's launch configs ("rdzv_endpoint : host" under "min_nodes : 2"), as the args list."""
+    record = refused("  min_nodes        : 2\n  max_nodes        : 4\n  nproc_per_node   : 8\n  rdzv_backend     : c10d\n"
+                     "  rdzv_endpoint    : node-0.cluster\n  rdzv_configs     : {'timeout': 900}\n")
+    assert "rdzv-endpoint-without-port" in ids(record)

@@ -535,6 +535,17 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     # a versioned library not found outside a container engine is not the engine's; NCCL's own test failure is NCCL's
     ("", "libnvidia-egl-wayland.so.1.1.13 not found", "other"),
     ("", "node1: Test NCCL failure common.cu:1005 'unhandled system error'", "nccl"),
+    # the fifteenth split (h15a-, h15c-): Open MPI's srun refusal as quoted without its "was", its PMIx client finding
+    # no server at MPI_Init, a Ray node unable to reach the GCS: launcher; a rank attaching to a peer's cuMem handle
+    # as a nameless /dev/shm segment of size 0: nccl, where a named segment that cannot grow stays shm
+    ("", "# fails with : \"... OMPI not build with SLURM's PMI support and therefore cannot execute ...\"", "launcher"),
+    ("", "OPAL ERROR: Unreachable in file pmix3x_client.c at line 112\n*** An error occurred in MPI_Init_thread",
+     "launcher"),
+    ("", "gcs_rpc_client.h:151: Failed to connect to GCS at address 10.0.0.1:6379 within 5 seconds.", "launcher"),
+    ("", "misc/shmutils.cc:132 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl- (size 0), "
+         "error: No such file or directory (2)", "nccl"),
+    ("", "misc/shmutils.cc:60 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Ab12Cd (size "
+         "9637888), error: No space left on device (28)", "shm"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -163,6 +163,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                        r"Not enough memory to handle (?:\d+ (?:total tokens|prefill tokens)|`max_total_tokens=\d+`)|"
                        r"Not enough memory\. Please try to increase --mem-fraction-static|"
                        r"leave no GPU memory for the KV cache", re.I)),
+    # a rank that fell back to /dev/shm reading its peer's cuMem handle as a segment with no name and size 0: NCCL's
+    # own cuMem host memory, not /dev/shm
+    ("nccl", re.compile(r"shared memory segment /dev/shm/nccl- \(size 0\)")),
     ("shm", re.compile(r"/dev/shm|No space left on device|Bus error|SIGBUS|shm_open|"
                        r"shared memory|"
                        # UCX's shared-memory (mm) transport unable to allocate its receive FIFO
@@ -263,9 +266,12 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"The server socket has failed to (?:listen|bind)|"
                             # MPI's start-up: ORTE without its executables, Open MPI without Slurm's PMI; Ray's
                             # worker that never registered with the head
-                            r"A system-required executable either could not be found|OMPI was not built with SLURM.s PMI|"
-                            # Open MPI 5 (PMIx only) started by srun with a PMI-1/2 plugin
-                            r"No PMIx server was reachable, but a PMI1/2 was detected|"
+                            r"A system-required executable either could not be found|OMPI (?:was )?not buil[dt] with SLURM.s PMI|"
+                            # Open MPI 5 (PMIx only) started by srun with a PMI-1/2 plugin; Open MPI 4's PMIx client
+                            # finding no server at MPI_Init (another launcher's mpiexec, a plain srun)
+                            r"No PMIx server was reachable, but a PMI1/2 was detected|OPAL ERROR: Unreachable\b|"
+                            # a Ray node or worker unable to reach the head's GCS (gcs_rpc_client.h)
+                            r"Failed to connect to GCS at address|"
                             r"The current node timed out during startup|Failed to get node info|"
                             r"Could not resolve hostname|"
                             # ssh to another host failing (no route, no key, another port): exit 255 is ssh's own
