@@ -1904,6 +1904,88 @@ CASES = [
         "all zeros": failed("[W socket.cpp:601] [c10d] The client socket has failed to connect to 0.0.0.0:29500 "
                             "(errno: 111 - Connection refused).", phase="init", error_class="launcher"),
     }),
+    # the fifteenth split, group h15f-
+    ("zero-offload-client-optimizer", failed(
+        "deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+        "(<class 'torch.optim.adamw.AdamW'>) which in most cases will yield poor performance.", phase="init",
+        error_class="other"), {
+        # DeepSpeed's own CPU optimizer refused (the check's bug); ZeRO's untested-optimizer refusal without offload
+        "DeepSpeed's own": failed("ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+                                  "(<class 'deepspeed.ops.lion.cpu_lion.DeepSpeedCPULion'>) which in most cases will "
+                                  "yield poor performance.", phase="init", error_class="other"),
+        "untested optimizer": failed("AssertionError: You are using an untested ZeRO Optimizer. Please add "
+                                     "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.",
+                                     phase="init", error_class="other"),
+    }),
+    ("deepspeed-cpu-optimizer-check-bug", failed(
+        "ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer (<class "
+        "'deepspeed.ops.lion.cpu_lion.DeepSpeedCPULion'>) which in most cases will yield poor performance.",
+        phase="init", error_class="other"), {
+        # a torch optimizer, and DeepSpeed's GPU FusedAdam, which ZeRO-Offload rightly refuses
+        "torch's AdamW": failed("ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+                                "(<class 'torch.optim.adamw.AdamW'>)", phase="init", error_class="other"),
+        "FusedAdam": failed("ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+                            "(<class 'deepspeed.ops.adam.fused_adam.FusedAdam'>)", phase="init", error_class="other"),
+    }),
+    ("ddp-wrapper-attribute", failed("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'",
+                                     phase="step", error_class="other"), {
+        # the converse (an unwrapped model asked for .module), another object's missing attribute
+        "unwrapped model": failed("AttributeError: 'LlamaForCausalLM' object has no attribute 'module'", phase="step",
+                                  error_class="other"),
+        "a module object": failed("AttributeError: module 'torch.distributed' has no attribute 'DistributedDataParallel'",
+                                  phase="startup", error_class="other"),
+    }),
+    ("fsdp-current-device-unset", failed("AssertionError: Expects tensor to be on the compute device cuda:1",
+                                         phase="step", error_class="other"), {
+        # tensors on two devices outside FSDP, FSDP's device_id that is no GPU of this rank
+        "two devices": failed("RuntimeError: Expected all tensors to be on the same device, but found at least two "
+                              "devices, cuda:0 and cuda:1!", phase="step", error_class="other"),
+        "invalid ordinal": failed("RuntimeError: CUDA error: invalid device ordinal", phase="init", error_class="cuda"),
+    }),
+    ("lightning-ddp-interactive", failed(
+        "MisconfigurationException: `Trainer(strategy='ddp')` is not compatible with an interactive environment. Run "
+        "your code as a script, or choose one of the compatible strategies", phase="startup", error_class="launcher"), {
+        # Lightning's other strategy refusals: a CPU-only machine asked for GPUs, fork after CUDA
+        "no GPUs": failed("MisconfigurationException: GPUAccelerator can not run on your system since the accelerator "
+                          "is not available.", phase="startup", error_class="other"),
+        "fork after CUDA": failed("RuntimeError: Lightning can't create new processes if CUDA is already initialized. "
+                                  "Did you manually call `torch.cuda.*` functions", phase="startup", error_class="other"),
+    }),
+    ("mpi-torch-rank-mismatch", failed("AssertionError: MPI world size 16 does not match torch world size 8",
+                                       phase="init", error_class="launcher"), {
+        # NCCL's bootstrap counting other ranks, the launcher's argument unknown to the script
+        "bootstrap count": failed("NCCL WARN Bootstrap Root : mismatch in rank count from procs 6 : 3", phase="init",
+                                  error_class="nccl"),
+        "argparse": failed("train.py: error: unrecognized arguments: --local_rank=0", phase="startup",
+                           error_class="launcher"),
+    }),
+    ("master-addr-localhost-resolution", failed(
+        "[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot "
+        "assign requested address).", phase="init", error_class="launcher"), {
+        # another host's refusal, and localhost with nothing listening (another errno)
+        "another host": failed("[W socket.cpp:601] [c10d] The client socket has failed to connect to [node-1]:29500 "
+                               "(errno: 99 - Cannot assign requested address).", phase="init", error_class="launcher"),
+        "refused": failed("The client socket has failed to connect to [localhost]:29500 (errno: 111 - Connection "
+                          "refused).", phase="init", error_class="launcher"),
+    }),
+    ("batch-not-divisible-by-world-size", failed(
+        "AssertionError: only support equal chunk. Got size of DataProto 2 and chunk 4.", phase="step",
+        error_class="other"), {
+        # DeepSpeed's batch check, and the dataset smaller than the batch
+        "DeepSpeed's batch": failed("AssertionError: Check batch related parameters. train_batch_size is not equal to "
+                                    "micro_batch_per_gpu * gradient_acc_step * world_size 16 != 2 * 1 * 4",
+                                    phase="init", error_class="other"),
+        "another assertion": failed("AssertionError: only support equal shape", phase="step", error_class="other"),
+    }),
+    ("unsloth-multi-gpu-unsupported", failed(
+        "Unsloth currently does not support multi GPU setups - but we are working on it!\nMultiple CUDA devices "
+        "detected but we require a single device.", phase="startup", error_class="other"), {
+        # Unsloth's warning alone, and a model spread over two GPUs without Unsloth's words
+        "warning alone": failed("UserWarning: Unsloth: 'CUDA_VISIBLE_DEVICES' is currently 0", phase="startup",
+                                error_class="other"),
+        "cross-device": failed("RuntimeError: Expected all tensors to be on the same device, but found at least two "
+                               "devices, cuda:0 and cuda:1!", phase="step", error_class="other"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one

@@ -527,6 +527,16 @@ FORMATS = [
     ("tool-output", "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Required key not available", "driver-module-not-loaded"),
     ("rank-error", "E0101 cuda_driver.cc:152] CUDA initialization failed with error 802", "fabric-manager-not-running"),
     ("launcher", "stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: mount error: failed to add device rules: unable to find any existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE)", "toolkit-cgroups-not-writable"),
+    # issue 23, fifteenth split h15f-: other releases' and wrappers' words for the group's new hints
+    ("traceback", "  File \"/env/lib/python3.10/site-packages/deepspeed/runtime/engine.py\", line 1226, in _do_optimizer_sanity_check\n    raise ZeRORuntimeException(msg)\ndeepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer (<class 'transformers.optimization.AdamW'>) which in most cases will yield poor performance.", "zero-offload-client-optimizer"),
+    ("traceback", "ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer (<class 'deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam'>) which in most cases will yield poor performance.", "deepspeed-cpu-optimizer-check-bug"),
+    ("traceback", "AttributeError: 'DataParallel' object has no attribute 'save_pretrained'", "ddp-wrapper-attribute"),
+    ("rank-error", "[rank1]: AssertionError: Expects tensor to be on the compute device cuda:1, was on cuda:0", "fsdp-current-device-unset"),
+    ("traceback", "pytorch_lightning.utilities.exceptions.MisconfigurationException: Selected distributed backend ddp is not compatible with an interactive environment. Run your code as a script, or choose one of the compatible backends: dp, ddp_spawn, ddp_sharded_spawn, tpu_spawn", "lightning-ddp-interactive"),
+    ("traceback", "  File \"/usr/local/lib/python3.8/dist-packages/deepspeed/utils/distributed.py\", line 74, in mpi_discovery\n    assert torch.distributed.get_rank() == rank, \"MPI rank {} does not match torch rank {}\".format(\nAssertionError: MPI rank 9 does not match torch rank 1", "mpi-torch-rank-mismatch"),
+    ("rank-error", "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:12355 (errno: 99 - Cannot assign requested address).", "master-addr-localhost-resolution"),
+    ("traceback", "  File \"/verl/protocol.py\", line 506, in chunk\n    assert len(self) % chunks == 0, f\"only support equal chunk. Got size of DataProto {len(self)} and chunk {chunks}.\"\nAssertionError: only support equal chunk. Got size of DataProto 6 and chunk 4.", "batch-not-divisible-by-world-size"),
+    ("rank-error", "RuntimeError: Multiple CUDA devices detected but we require a single device.", "unsloth-multi-gpu-unsupported"),
 ]
 
 

@@ -514,6 +514,13 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("ValueError", "ValueError: Cannot find libnccl.so.2 in the system.", "import"),
     ("", "ray.exceptions.RayTaskError(NcclError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "nccl"),
     ("", "ray.exceptions.RayTaskError(ValueError): ray::Worker.compute() (pid=35381, ip=10.0.0.2)", "other"),
+    # the fifteenth split (h15f-): DeepSpeed's MPI discovery at odds with the script's own process group, Lightning's
+    # script-launched DDP in a notebook: launcher; a world size in another assertion is not
+    ("AssertionError", "AssertionError: MPI world size 16 does not match torch world size 8", "launcher"),
+    ("AssertionError", "AssertionError: MPI rank 9 does not match torch rank 1", "launcher"),
+    ("MisconfigurationException", "`Trainer(strategy='ddp')` is not compatible with an interactive environment. Run "
+     "your code as a script", "launcher"),
+    ("AssertionError", "AssertionError: world size 16 does not match the number of GPUs 8", "other"),
     # the fourteenth split (h14c-): the open module's refusal as the kernel wraps it, nvidia-smi without NVML's library,
     # the GPU Operator's driver container unable to unload modules in use: driver; crun unable to stat a CDI spec's
     # driver library, and that library "not found" under podman: launcher; cuDNN 8 unable to load its sub-library:

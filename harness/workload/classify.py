@@ -303,6 +303,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             r"not found in output of mpirun --version|does not find an installed (?:Open)?MPI\b|"
                             r"\b(?:orted|prted): (?:command )?not found|\bbtl: tcp: |ORTE was unable|"
                             r"(?:ORTE|PRTE) daemon has unexpectedly failed|"
+                            # DeepSpeed's MPI discovery finding the script's own process group at odds with
+                            # mpirun's ranks; Lightning's script-launched DDP refused in a notebook
+                            r"MPI (?:world size|rank) \d+ does not match torch (?:world size|rank) \d+|"
+                            r"is not compatible with an interactive environment|"
                             # DeepSpeed's runner: --include/--exclude naming a slot the hostfile lacks
                             r"No slot .?\d+.? specif\w{0,6} on host|"
                             r"\bbtl_tcp_endpoint\.c:|not enough slots available in the system|"
