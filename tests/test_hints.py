@@ -1986,6 +1986,50 @@ CASES = [
         "cross-device": failed("RuntimeError: Expected all tensors to be on the same device, but found at least two "
                                "devices, cuda:0 and cuda:1!", phase="step", error_class="other"),
     }),
+    # the fifteenth split, group h15e-
+    ("enroot-path-not-writable", refused(
+        "slurmstepd: error: pyxis: printing contents of log file ...\nslurmstepd: error: pyxis:     mkdir: cannot "
+        "create directory '/run/enroot/user-1000': Permission denied\nslurmstepd: error: pyxis: couldn't start "
+        "container"), {
+        # the enroot mount of a user's data that root squashing refuses, another program's directory, a full disk
+        "a mount refused": refused("slurmstepd: error: pyxis:     enroot-mount: failed to mount: /home/u/data at "
+                                   "/tmp/enroot-data/user-0/pyxis_x/data: Permission denied"),
+        "another directory": refused("mkdir: cannot create directory '/run/myapp': Permission denied"),
+        "disk full": refused("mkdir: cannot create directory '/tmp/enroot-data/user-1000': No space left on device"),
+    }),
+    ("docker-runtime-flag-and-file", refused(
+        "unable to configure the Docker daemon with file /etc/docker/daemon.json: the following directives are "
+        "specified both as a flag and in the configuration file: runtimes: (from flag: [nvidia], from file: "
+        "map[nvidia:map[path:nvidia-container-runtime runtimeArgs:[]]])"), {
+        # another directive given twice (the hosts of -H fd://), daemon.json that is not JSON, an unknown runtime
+        "hosts twice": refused("unable to configure the Docker daemon with file /etc/docker/daemon.json: the "
+                               "following directives are specified both as a flag and in the configuration file: "
+                               "hosts: (from flag: [fd://], from file: [tcp://0.0.0.0:2375])"),
+        "bad json": refused("unable to configure the Docker daemon with file /etc/docker/daemon.json: invalid "
+                            "character '\"' after object key:value pair"),
+        "unknown runtime": refused("docker: Error response from daemon: unknown or invalid runtime name: nvidia."),
+    }),
+    ("wsl-container-toolkit-too-old", failed(
+        "NVIDIA Driver 555.85 with WSL2 returns error 500 \"named symbol not found\" when running CUDA apps inside "
+        "container", phase="startup", error_class="cuda"), {
+        # the same 500 without WSL (NCCL's kernels missing from the build), WSL without a container (its libcuda
+        # path), WSL with another error
+        "no WSL": failed("NCCL WARN Cuda failure 500 'named symbol not found'", phase="init", error_class="cuda"),
+        "no container": failed("WSL2: CUDA_ERROR_NO_DEVICE from libcuda.so, /usr/lib/wsl/lib not on the path",
+                               phase="startup", error_class="cuda"),
+        "another error": failed("docker run under WSL2: CUDA error: out of memory", phase="step", error_class="oom"),
+    }),
+    ("mig-monitor-devices-unset", refused(
+        "error starting plugins: unable to add default resources to config: error visiting devices: error visiting "
+        "device: error visiting device: error getting device memory info: Insufficient Permissions"), {
+        # NVML refused at its initialisation (the device nodes), the MIG strategy's error, one GPU's walk failing
+        # otherwise
+        "NVML init refused": refused("Failed to initialize NVML: Insufficient Permissions"),
+        "strategy": refused("failed to construct NVML resource managers: error building device map: MIG strategy "
+                            "single: devices with different MIG profiles"),
+        "another failure": refused("error visiting devices: error visiting device: error visiting device: error "
+                                   "getting device memory info: Unknown Error"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2238,6 +2282,61 @@ WIDENED = [
         # the PMIx server missing under a foreign mpiexec, and a PMIx/munge mismatch: other causes
         "no PMIx server": refused("OPAL ERROR: Unreachable in file pmix3x_client.c at line 112\n*** An error occurred "
                                   "in MPI_Init_thread"),
+    }),
+    # the fifteenth split, group h15e-: the persistenced socket's mount point under enroot's hook (libnvidia-container
+    # before 1.12.0), and the host-/run hint silent there
+    ("persistenced-socket-mountpoint-missing", refused(
+        "nvidia-container-cli: mount error: file creation failed: /raid/enroot-data/user-1000/pyxis_1.0/run/nvidia-"
+        "persistenced/socket: no such device or address\n[ERROR] /etc/enroot/hooks.d/98-nvidia.sh exited with return "
+        "code 1"), {
+        "docker's hook": refused("stderr: nvidia-container-cli: mount error: file creation failed: /var/lib/docker/"
+                                 "overlay2/abc/merged/run/nvidia-persistenced/socket: no such device or address: "
+                                 "unknown"),
+        "another enroot mount": refused("nvidia-container-cli: mount error: file creation failed: /tmp/enroot-data/"
+                                        "user-1000/c/dev/nvidia-uvm-tools: operation not permitted\n[ERROR] /etc/enroot/"
+                                        "hooks.d/98-nvidia.sh exited with return code 1"),
+    }),
+    ("persistenced-socket-under-host-run", refused(
+        "stderr: nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/merged/run/"
+        "nvidia-persistenced/socket: no such device or address: unknown"), {
+        "enroot's hook": refused("nvidia-container-cli: mount error: file creation failed: /raid/enroot-data/user-1000/"
+                                 "pyxis_1.0/run/nvidia-persistenced/socket: no such device or address\n[ERROR] /etc/"
+                                 "enroot/hooks.d/98-nvidia.sh exited with return code 1"),
+    }),
+    # the driver API's bare CUDA_ERROR_UNKNOWN (a title) is not a GPU fault; a call past cuInit returning it may be
+    ("gpu-lost-hardware-fault", failed(
+        "E cuda_driver.cc:1064] failed to synchronize the stop event: CUDA_ERROR_UNKNOWN: unknown error\n"
+        "cuCtxSynchronize returned CUDA_ERROR_UNKNOWN", phase="step", error_class="cuda"), {
+        "the name alone": failed("'CUDA_ERROR_UNKNOWN' error using DeepVariant GPU version.", phase="startup",
+                                 error_class="cuda"),
+        "at cuInit": failed("failed call to cuInit: CUDA_ERROR_UNKNOWN: unknown error", phase="startup",
+                            error_class="cuda"),
+    }),
+    # the runtime hook without nvidia-container-cli (libnvidia-container-tools missing), both wordings
+    ("container-gpu-runtime-missing", refused(
+        "nvidia-container-runtime-hook: couldn't find binary nvidia-container-cli in /usr/local/sbin:/usr/local/bin:"
+        "/usr/sbin:/usr/bin:/sbin:/bin : exec: \"nvidia-container-cli\": executable file not found in $PATH"), {
+        "another binary": refused("couldn't find binary ldconfig.real"),
+        "the cli's own failure": refused("nvidia-container-cli: initialization error: driver rpc error: timed out"),
+    }),
+    ("container-gpu-runtime-missing", refused("couldn't find binary nvidia-container-cli: exec: \"nvidia-container-cli\":"
+                                              " executable file not found in $PATH"), {}),
+    # the new hint's other signature: the library the old toolkit does not mount, named
+    ("wsl-container-toolkit-too-old", failed(
+        "docker run --gpus all: libnvdxgdmal.so.1: cannot open shared object file: No such file or directory",
+        phase="startup", error_class="import"), {}),
+    # the NGC images' banner of a container started without its GPUs
+    ("no-gpu-in-container", failed(
+        "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n   Use the NVIDIA "
+        "Container Toolkit to start this container with GPU support; see\n   https://docs.nvidia.com/datacenter/"
+        "cloud-native/ .", phase="startup", error_class="driver"), {
+        # the banner of a driver found but too old for the image (the NGC check), and the hook's own failure
+        "driver too old": failed("ERROR: This container was built for NVIDIA Driver Release 525.85 or later, but\n"
+                                 "       version 470.82 was detected and compatibility mode is UNAVAILABLE.",
+                                 phase="startup", error_class="driver"),
+        "the hook failed": refused("nvidia-container-cli: initialization error: nvml error: driver not loaded\n"
+                                   "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be "
+                                   "available."),
     }),
 ]
 

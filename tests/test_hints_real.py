@@ -537,6 +537,14 @@ FORMATS = [
     ("rank-error", "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:12355 (errno: 99 - Cannot assign requested address).", "master-addr-localhost-resolution"),
     ("traceback", "  File \"/verl/protocol.py\", line 506, in chunk\n    assert len(self) % chunks == 0, f\"only support equal chunk. Got size of DataProto {len(self)} and chunk {chunks}.\"\nAssertionError: only support equal chunk. Got size of DataProto 6 and chunk 4.", "batch-not-divisible-by-world-size"),
     ("rank-error", "RuntimeError: Multiple CUDA devices detected but we require a single device.", "unsloth-multi-gpu-unsupported"),
+    # issue 23, fifteenth split h15e-: other tools' and releases' words for the group's new and widened hints
+    ("launcher", "$ enroot start ubuntu\nmkdir: cannot create directory '/var/lib/enroot/cache/group-1000': Permission denied", "enroot-path-not-writable"),
+    ("launcher", "Dec 07 10:00:00 host dockerd[1234]: unable to configure the Docker daemon with file /etc/docker/daemon.json: the following directives are specified as a flag and in the configuration file: runtimes: (from flag: [nvidia], from file: map[nvidia:map[path:/usr/bin/nvidia-container-runtime]])", "docker-runtime-flag-and-file"),
+    ("traceback", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 500: named symbol not found\n(docker container under WSL2)", "wsl-container-toolkit-too-old"),
+    ("launcher", "E0410 nvidia-device-plugin: error starting plugins: error visiting devices: error visiting device: error visiting device: error getting device memory info: Insufficient Permissions", "mig-monitor-devices-unset"),
+    ("launcher", "slurmstepd: error: pyxis:     nvidia-container-cli: mount error: file creation failed: /tmp/enroot-data/user-1000/pyxis_3.0/run/nvidia-persistenced/socket: no such device or address\nslurmstepd: error: pyxis:     [ERROR] /usr/local/etc/enroot/hooks.d/98-nvidia.sh exited with return code 1", "persistenced-socket-mountpoint-missing"),
+    ("launcher", "time=\"2024-01-01T00:00:00Z\" level=panic msg=\"couldn't find binary nvidia-container-cli in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin : exec: \\\"nvidia-container-cli\\\": executable file not found in $PATH\"", "container-gpu-runtime-missing"),
+    ("tool-output", "==========\n== CUDA ==\n==========\n\nWARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n   Use the NVIDIA Container Toolkit to start this container with GPU support; see\n   https://docs.nvidia.com/datacenter/cloud-native/ .", "no-gpu-in-container"),
 ]
 
 

@@ -553,6 +553,30 @@ def test_decode_nccl_version(code: int, text: str) -> None:
          "error: No such file or directory (2)", "nccl"),
     ("", "misc/shmutils.cc:60 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Ab12Cd (size "
          "9637888), error: No space left on device (28)", "shm"),
+    # the fifteenth split (h15e-): pyxis/enroot unable to import or start the container, an OCI runtime's create or
+    # hook failing (cut), the engine's daemon not starting (systemd's words, dockerd refusing its configuration), the
+    # Kubernetes device plugin unable to start: launcher; the NGC images' banner of no driver: driver; CUDA's 500 in
+    # quotes, and a driver API code by its name: cuda
+    ("", "slurmstepd: error: pyxis: failed to import docker image\nslurmstepd: error: spank: required plugin "
+         "spank_pyxis.so: task_init_privileged() failed with rc=-1", "launcher"),
+    ("", "slurmstepd: error: pyxis:     enroot-mount: failed to mount: /data at /tmp/x/data: Permission denied\n"
+         "slurmstepd: error: pyxis: couldn't start container", "launcher"),
+    ("", "docker: Error response from daemon: OCI runtime create failed: container_linux.go:367: starting container "
+         "process caused: process_linux.go:495: container init caused: Running hook #0:: error running h", "launcher"),
+    ("", "Job for docker.service failed because the control process exited with error code.", "launcher"),
+    ("", "Process: 1 ExecStart=/usr/bin/dockerd --host=fd:// (code=exited, status=1/FAILURE)", "launcher"),
+    ("", "unable to configure the Docker daemon with file /etc/docker/daemon.json: invalid character", "launcher"),
+    ("", "error starting plugins: error visiting devices: error visiting device: Insufficient Permissions", "launcher"),
+    ("", "failed to construct NVML resource managers", "launcher"),
+    ("", "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.", "driver"),
+    ("", "WSL2 returns error 500 \"named symbol not found\" when running CUDA apps inside container", "cuda"),
+    ("", "'CUDA_ERROR_UNKNOWN' error using DeepVariant GPU version.", "cuda"),
+    # the OCI runtime's failure naming a driver too old for the image stays the driver's; a code of another class
+    # by its name stays that class's; a daemon.json merely named is nothing
+    ("", "OCI runtime create failed: nvidia-container-cli: requirement error: unsatisfied condition: cuda>=11.0",
+     "driver"),
+    ("", "CUDA_ERROR_OUT_OF_MEMORY: out of memory", "oom"),
+    ("", "edited /etc/docker/daemon.json", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

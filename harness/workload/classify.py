@@ -102,6 +102,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # nvidia-smi without NVML's library (the driver's user space absent, or not injected into
                           # the container); the GPU Operator's driver container unable to unload modules in use
                           r"couldn.t find libnvidia-ml\.so|Could not unload NVIDIA driver kernel modules|"
+                          # the NGC images' entrypoint finding no driver in the container
+                          r"The NVIDIA Driver was not detected\.\s{1,4}GPU functionality will not be available|"
                           # loaders that dlopen the driver's libcuda and find none (cuda-python, Rust's cudarc)
                           r"Failed to dlopen libcuda\.so|Unable to find cuda lib under the names|"
                           r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library", re.I)),
@@ -226,7 +228,7 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"does not match the version torch was compiled with|"
                         r"mismatches the version that was used to compile|"
                         # a libcuda without a symbol the runtime needs (an outdated WSL/Docker Desktop library)
-                        r"Error 500: named symbol not found", re.I)),
+                        r"Error 500\W{1,3}named symbol not found", re.I)),
     # an NCCL result code means NCCL itself failed, even when its text says "timed out"
     ("nccl", re.compile(r"\bnccl(?:Unhandled\w*|System|Internal|InvalidArgument|InvalidUsage|"
                         r"Remote)Error\b|NCCL error|"
@@ -336,6 +338,17 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                          r"SO_ERROR: [A-Za-z ]{1,40}, remote=")),
     # a command that does not exist where it starts
     *(("launcher", pattern) for pattern in MISSING_COMMAND),
+    # The container could not be started, whatever "timed out" says after: pyxis/enroot (Slurm's container
+    # plugin) unable to import or start it, the engine's OCI runtime or a hook of it failing, the engine's own
+    # daemon not starting (systemd's words, dockerd refusing its configuration), and the Kubernetes device
+    # plugin unable to start (its NVML resource managers, its devices' walk)
+    ("launcher", re.compile(r"\bpyxis: (?:failed to import docker image|container start failed|couldn.t start container)|"
+                            r"\bspank_pyxis\.so: \w{1,40}\(\) failed|\benroot-mount: failed to mount\b|"
+                            r"\bOCI runtime create failed\b|\bRunning hook #\d+:{1,2} error running\b|"
+                            r"\bJob for (?:docker|containerd|crio)\.service failed\b|"
+                            r"\bExecStart=\S{0,60}/(?:dockerd|containerd)\b[^\n]{0,300}\(code=exite|"
+                            r"unable to configure the Docker daemon\b|"
+                            r"\berror starting plugins?: |failed to construct NVML resource managers", re.I)),
     ("timeout", re.compile(r"timed out|timeout|timing out|deadline exceeded", re.I)),
     ("launcher", re.compile(r"accelerate`?\s+`?launch|launcher|rendezvous|"
                             r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|"
@@ -362,6 +375,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"\bCUDA_ERROR_NOT_INITIALIZED\b|no supported devices found for platform CUDA|"
                         # nccl-tests' CUDACHECK ("Test CUDA failure common.cu:%d '%s'")
                         r"\bTest CUDA failure\b|"
+                        # the driver API's error codes by their names (those of other classes are caught above)
+                        r"\bCUDA_ERROR_[A-Z_]{3,40}\b|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
 ]
