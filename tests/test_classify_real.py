@@ -107,7 +107,10 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      "h13b-shm-size-1", "h13b-host-oom-killed-1", "h13b-sighup-nohup-1",
                      "h13b-vllm-weight-sync-nccl-group-2",
                      # the fourteenth's (h14c-): ldconfig's and ls's listing of the driver's libcuda files
-                     "h14c-wsl-libcuda-path-1"}
+                     "h14c-wsl-libcuda-path-1",
+                     # the fifteenth's (h15b-): a title asking what deepspeed's return code -9 means (a death by a
+                     # signal), DeepSpeed's extension-loading lines without the kill, and a title
+                     "h15b-host-oom-killed-1", "h15b-host-oom-killed-2", "h15b-sighup-nohup-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 
