@@ -54,7 +54,10 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "run once with NCCL_NET=Socket (or NCCL_NET_PLUGIN=none) to leave the plugin out: if that passes, "
               "the plugin or its devices (EFA, RDMA inside the container) are the cause"),
     Subsystem("NET/IB (InfiniBand / RoCE verbs)",
-              _rx(r"NET/IB\b|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)"),
+              # a failing line that names the IB variables itself (Accelerate's RTX 4000 check: "Please set
+              # `NCCL_P2P_DISABLE="1"` and `NCCL_IB_DISABLE="1"`")
+              _rx(r"NET/IB\b|\bnet_ib\.cc:\d+|\bibvwrap\.cc:\d+|\bibv_\w{1,40}\b|\bmlx5_\d{1,3}\b.{0,40}(fail|error)|"
+                  r"\bNCCL_IB_(DISABLE|HCA|GID_INDEX|TIMEOUT)\b"),
               ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_CROSS_NIC", "NCCL_IB_TIMEOUT", "NCCL_IB_DISABLE",
                "NCCL_BUFFSIZE", "NCCL_NET_DISABLE_INTRA"),
               "run once with NCCL_IB_DISABLE=1 (sockets instead of IB): if that passes, check the HCA list "
@@ -103,7 +106,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               "container (--ipc=host or --shm-size=1g); NCCL 2.24+ backs these buffers with cuMem host memory "
               "instead, which NCCL_CUMEM_HOST_ENABLE=0 turns back to /dev/shm files"),
     Subsystem("P2P (direct GPU-to-GPU copies)",
-              _rx(r"\bp2p\.cc:\d+|via P2P/|P2P/IPC|P2P/CUMEM|cudaIpc\w{0,30}|peer access"),
+              _rx(r"\bp2p\.cc:\d+|via P2P/|P2P/IPC|P2P/CUMEM|cudaIpc\w{0,30}|peer access|\bNCCL_P2P_(DISABLE|LEVEL)\b"),
               ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"),
               "run once with NCCL_P2P_DISABLE=1 (the p2p-off variant): if that passes, check PCIe ACS and the "
               "IOMMU, or limit P2P to NVLink (NCCL_P2P_LEVEL=NVL)"),
@@ -112,6 +115,11 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               ("NCCL_NVLS_ENABLE",),
               "run once with NCCL_NVLS_ENABLE=0: if that passes, check the fabric manager and the NVSwitch "
               "driver on the host"),
+    Subsystem("PXN (sending through another GPU's NIC over NVLink)",
+              _rx(r"\bPXN\b|NCCL_P2P_PXN_LEVEL|NCCL_PXN_DISABLE|NCCL_NCHANNELS_PER_NET_PEER"),
+              ("NCCL_PXN_DISABLE", "NCCL_P2P_PXN_LEVEL", "NCCL_NCHANNELS_PER_NET_PEER"),
+              "run once with NCCL_PXN_DISABLE=1 (NCCL_P2P_PXN_LEVEL=0 on older NCCL): if that passes, PXN's path is "
+              "the cause; unset NCCL_NCHANNELS_PER_NET_PEER where it was raised"),
     Subsystem("cuMem (NCCL's CUDA virtual memory)",
               _rx(r"\bcuMem\w{0,30}|CUMEM|\balloc\.h:\d+"),
               ("NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE"),
@@ -160,6 +168,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
 # NCCL's return path at NCCL_DEBUG=INFO ("misc/socket.cc:567 -> 2": a call that returned result 2) is a
 # failing line too, where no WARN line was kept
 _FAILING = re.compile(r"\bWARN\b|\.cc:\d+ -> [1-9]|error|fail|refused|unreachable|timed? ?out|abort|denied|cannot|could not|"
+                      r"\bhangs?\b|\bhung\b|deadlock|"
                       r"unable|mismatch|invalid|not found|no such|no (socket )?interface found", re.IGNORECASE)
 
 

@@ -114,7 +114,10 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      "h15a-nccl-version-bug-1", "h15a-socket-ifname-1", "h15a-net-plugin-api-mismatch-1",
                      "h15a-shm-size-1", "h15a-wsl-multi-gpu-unsupported-1", "h15c-rdzv-endpoint-no-port-1",
                      # the fifteenth's (h15e-): torch.cuda.is_available() printing False, no error
-                     "h15e-no-gpu-in-container-2"}
+                     "h15e-no-gpu-in-container-2",
+                     # the fifteenth's (h15b-): a title asking what deepspeed's return code -9 means (a death by a
+                     # signal), DeepSpeed's extension-loading lines without the kill, and a title
+                     "h15b-host-oom-killed-1", "h15b-host-oom-killed-2", "h15b-sighup-nohup-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

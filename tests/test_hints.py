@@ -172,6 +172,10 @@ def warned(*warnings: str, **kw: Any) -> dict:
 # torch's watchdog line, and the hang detail the classifier writes (outcome._hang, _caught_by_watchdog)
 WATCHDOG = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, "
             "NumelOut=1, Timeout(ms)=90000) ran for 90011 milliseconds before timing out.")
+# torch 2.5+'s ProcessGroupNCCL warning at an exit without destroy_process_group (torch 2.4: "process group has NOT
+# been destroyed before we destruct ProcessGroupNCCL")
+NO_DESTROY_WARNING = ("[rank1]:[W205 18:00:35.271546125 ProcessGroupNCCL.cpp:1538] Warning: WARNING: "
+                      "destroy_process_group() was not called before program exit, which can leak resources.")
 BEHIND = {"ranks_behind": [1], "why_behind": {"1": "silent for 9s (stopped or frozen)"}}
 ALL_WAITING: dict = {"ranks_behind": [], "why_behind": {}}
 
@@ -2030,6 +2034,25 @@ CASES = [
         "another failure": refused("error visiting devices: error visiting device: error visiting device: error "
                                    "getting device memory info: Unknown Error"),
     }),
+    # the fifteenth split, group h15b-
+    ("no-destroy-process-group", make_record(status="hang", phase="teardown", launcher_tail=(
+        "[INFO:swift] End time of running main: 2026-02-05 18:00:31.710947\n"
+        "[rank0]:[W205 18:00:34.953145631 ProcessGroupNCCL.cpp:1538] Warning: WARNING: destroy_process_group() was not "
+        "called before program exit, which can leak resources. For more info, please see "
+        "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())")), {
+        # the same warning after a run that ended (pass) or crashed (a traceback, a rank's error), and after a
+        # collective's timeout: the warning follows every exit that skips the call, the other failure is the cause
+        "passed": make_record(status="pass", phase="teardown", launcher_tail=NO_DESTROY_WARNING),
+        "crashed": failed("RuntimeError: CUDA error: an illegal memory access was encountered\n" + NO_DESTROY_WARNING,
+                          phase="step", error_class="cuda"),
+        "traceback in a hang": make_record(status="hang", phase="step", launcher_tail=(
+            "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n" + NO_DESTROY_WARNING)),
+        "watchdog first": make_record(status="hang", phase="step", launcher_tail=WATCHDOG + "\n" + NO_DESTROY_WARNING),
+        # a neighbouring hang without the exit warning: barrier's device guess
+        "barrier guess": make_record(status="hang", phase="init", launcher_tail=(
+            "[W ProcessGroupNCCL.cpp:1569] Rank 0 using best-guess GPU 0 to perform barrier as devices used by this "
+            "process are currently unknown.")),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2337,6 +2360,17 @@ WIDENED = [
         "the hook failed": refused("nvidia-container-cli: initialization error: nvml error: driver not loaded\n"
                                    "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be "
                                    "available."),
+    }),
+    # the fifteenth split, group h15b-: the new no-destroy-process-group hint on torch 2.4's wording of the warning
+    ("no-destroy-process-group", make_record(status="hang", phase="teardown", launcher_tail=(
+        "[rank0]:[W1007 09:55:53.400347903 ProcessGroupNCCL.cpp:1253] Warning: WARNING: process group has NOT been "
+        "destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call "
+        "destroy_process_group to ensure that any pending NCCL operations have finished in this process.")), {
+        # the same wording after a rank's error
+        "crashed": make_record(status="hang", phase="step", launcher_tail=(
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
+            "[rank0]:[W1007 09:55:53.400347903 ProcessGroupNCCL.cpp:1253] Warning: WARNING: process group has NOT "
+            "been destroyed before we destruct ProcessGroupNCCL.")),
     }),
 ]
 
@@ -2721,6 +2755,9 @@ def test_a_log_alone_does_not_say_who_was_behind_so_only_possibly():
     assert set(got) == {"watchdog-timeout"}
     assert not got["watchdog-timeout"].certain and got["watchdog-timeout"].unknown == ("ranks_behind",)
     assert got["watchdog-timeout"].caveat == "the log matches; which ranks were behind was not measured"
+    # so its fix names both readings with their check: a collective only rank 0 entered, and none behind (P2P)
+    fix = got["watchdog-timeout"].hint.fix
+    assert "rank-0-only" in fix and "call it on every rank" in fix and "NCCL_P2P_DISABLE=1" in fix
     # a hang with no detail and nothing in its logs: no advice either way, not even possibly
     assert advice(stalled({})) == {}
 
