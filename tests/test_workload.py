@@ -535,6 +535,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     # a versioned library not found outside a container engine is not the engine's; NCCL's own test failure is NCCL's
     ("", "libnvidia-egl-wayland.so.1.1.13 not found", "other"),
     ("", "node1: Test NCCL failure common.cu:1005 'unhandled system error'", "nccl"),
+    # the fifteenth split (h15d-): NIXL's agent unable to load a backend's plugin: import; the backend found but
+    # failing to start is not
+    ("", "E0421 nixl_agent.cpp:259] getPluginParams: backend 'UCX' not found", "import"),
+    ("", "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected
