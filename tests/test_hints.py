@@ -2053,6 +2053,65 @@ CASES = [
             "[W ProcessGroupNCCL.cpp:1569] Rank 0 using best-guess GPU 0 to perform barrier as devices used by this "
             "process are currently unknown.")),
     }),
+    # the fifteenth split, group h15d-
+    ("kv-transfer-no-rdma-device", failed(
+        "W20250516 topology.cpp:55] No RDMA devices found, check your device installation\nI20250516 "
+        "transfer_engine.cpp:127] Topology discovery complete. Found 0 HCAs.", phase="startup", error_class="other"), {
+        # the engine's other RDMA failures: no GID on a NIC, no NIC left after one was disabled
+        "no GID": failed("W0302 rdma_context.cpp:581] No suitable GID found on mlx5_bond_1/", phase="startup",
+                         error_class="other"),
+        "NIC disabled": failed("E0302 rdma_transport.cpp:662] RdmaTransport: No available RNIC", phase="startup",
+                               error_class="other"),
+    }),
+    ("ucx-cuda-transports-missing", failed(
+        "ucp_context.c:1321 UCX  WARN  transports 'cuda_ipc','cuda_copy' are not available, please use one or more "
+        "of: mm, posix, self, shm, sm, sysv, tcp", phase="startup", error_class="other"), {
+        # a network transport missing (no RDMA NIC in UCX_TLS's list) is not CUDA's
+        "rc missing": failed("ucp_context.c:1321 UCX  WARN  transport 'rc_x' is not available, please use one or "
+                             "more of: mm, posix, self, shm, sm, sysv, tcp", phase="startup", error_class="other"),
+        "cuda listed": failed("UCX  WARN  transport 'ud' is not available, please use one or more of: cuda_copy, "
+                              "cuda_ipc, tcp", phase="startup", error_class="other"),
+    }),
+    ("nixl-backend-plugin-not-found", failed(
+        "E0421 nixl_agent.cpp:259] getPluginParams: backend 'UCX' not found\nE0421 nixl_agent.cpp:322] "
+        "createBackend: unsupported backend 'UCX'", phase="startup", error_class="import"), {
+        # the backend found but failing to start, and UCX itself without CUDA
+        "backend error": failed("nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", phase="startup",
+                                error_class="other"),
+        "UCX without CUDA": failed("UCX  WARN  transports 'cuda_ipc','cuda_copy' are not available", phase="startup",
+                                   error_class="other"),
+    }),
+    ("transfer-engine-gid-not-found", failed(
+        "W0302 rdma_context.cpp:581] No suitable GID found on mlx5_bond_1/\nE0302 rdma_context.cpp:81] Failed to "
+        "open device mlx5_bond_1 on port  with GID -1", phase="startup", error_class="other"), {
+        # a GID chosen and the device opened; NCCL's GID index forced where the port lacks it
+        "GID chosen": failed("I0302 rdma_context.cpp:81] RDMA device: mlx5_bond_1, LID: 0, GID: (GID_Index 3)",
+                             phase="startup", error_class="other"),
+        "no RNIC alone": failed("E0302 rdma_transport.cpp:662] RdmaTransport: No available RNIC", phase="startup",
+                                error_class="other"),
+    }),
+    ("transfer-engine-cross-rail-nic", failed(
+        "Worker: Process failed for slice (opcode: 1, source_addr: 0x14c97801f040, length: 65536, local_nic: mlx5_7, "
+        "peer_nic: 172.16.37.132:14127@mlx5_4, dest_rkey: 2359727, retry_cnt: 0): transport retry counter exceeded.",
+        phase="step", error_class="nccl"), {
+        # the same rail's NICs (a port or a rate, ib-retry-exceeded's), and another completion error across rails
+        "same rail": failed("Worker: Process failed for slice (opcode: 1, local_nic: mlx5_4, peer_nic: "
+                            "10.0.0.2:14127@mlx5_4, retry_cnt: 0): transport retry counter exceeded.", phase="step"),
+        "another status": failed("Worker: Process failed for slice (opcode: 1, local_nic: mlx5_7, peer_nic: "
+                                 "10.0.0.2:14127@mlx5_4, retry_cnt: 0): remote access error", phase="step"),
+    }),
+    ("spawn-main-not-guarded", failed(
+        'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n  File "/usr/lib/python3.10/'
+        'multiprocessing/spawn.py", line 236, in prepare\n    _fixup_main_from_path(data[\'init_main_from_path\'])\n'
+        '  File "/usr/lib/python3.10/multiprocessing/spawn.py", line 287, in _fixup_main_from_path\n    main_content '
+        '= runpy.run_path(main_path,', phase="startup", error_class="other"), {
+        # a spawned child failing in its own work (after the main module was imported), and CUDA in a forked child
+        "child's own error": failed('  File "/usr/lib/python3.10/multiprocessing/spawn.py", line 129, in _main\n    '
+                                    "return self._bootstrap(parent_sentinel)\nRuntimeError: boom", phase="startup",
+                                    error_class="other"),
+        "fork": failed("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                       "multiprocessing, you must use the 'spawn' start method", phase="startup", error_class="cuda"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2371,6 +2430,36 @@ WIDENED = [
             "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error\n"
             "[rank0]:[W1007 09:55:53.400347903 ProcessGroupNCCL.cpp:1253] Warning: WARNING: process group has NOT "
             "been destroyed before we destruct ProcessGroupNCCL.")),
+    }),
+    # the fifteenth split, group h15d-: spawn-main-not-guarded's other wording, Python's own refusal in the child
+    ("spawn-main-not-guarded", failed(
+        "RuntimeError:\n        An attempt has been made to start a new process before the\n        current process "
+        "has finished its bootstrapping phase.", phase="startup", error_class="other"), {}),
+    # the fifteenth split, group h15d-: narrowed. The retry counter between NICs of different indices is the
+    # transfer engine's cross-rail pair (transfer-engine-cross-rail-nic), not a port or a rate
+    ("ib-retry-exceeded", failed("FATAL: send completion with error: transport retry counter exceeded",
+                                 phase="step"), {
+        "across rails": failed("Worker: Process failed for slice (opcode: 1, local_nic: mlx5_7, peer_nic: "
+                               "10.0.0.2:14127@mlx5_4, retry_cnt: 0): transport retry counter exceeded.", phase="step"),
+    }),
+    # NVSHMEM's UID bootstrap in NCCL's words is not NCCL's bug
+    ("nccl-version-bug", failed("NCCL version 2.19.3+cuda12.3\nbootstrap.cc:77 NCCL WARN Message truncated : "
+                                "received 256 bytes instead of 4", phase="init", nccl_loaded="2.19.3"), {
+        "NVSHMEM's bootstrap": failed("NCCL version 2.19.3+cuda12.3\n/nvshmem_src/src/modules/bootstrap/uid/"
+                                      "bootstrap_uid.cpp:bootstrap_net_recv:99: Message truncated : received 36 bytes "
+                                      "instead of 1", phase="init", nccl_loaded="2.19.3"),
+    }),
+    # the OOM hints that say this process held the memory need the allocator's figures; a bare title is silent
+    ("gpu-memory-too-small", failed(
+        "RuntimeError: CUDA out of memory. Tried to allocate 450.00 MiB (GPU 0; 10.73 GiB total capacity; 9.23 GiB "
+        "already allocated; 7.75 MiB free; 542.02 MiB cached)", phase="step", error_class="oom"), {
+        "a bare title": failed("CUDA out of memory", phase="step", error_class="oom"),
+    }),
+    ("ddp-prepare-oom", failed(
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 28.77 GiB. GPU 2 has a total capacity of "
+        "39.39 GiB of which 7.31 GiB is free. Of the allocated memory 29.76 GiB is allocated by PyTorch, and 1.64 GiB "
+        "is reserved by PyTorch but unallocated.", phase="prepare", error_class="oom"), {
+        "a bare title": failed("CUDA out of memory", phase="prepare", error_class="oom"),
     }),
 ]
 

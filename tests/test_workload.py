@@ -577,6 +577,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
      "driver"),
     ("", "CUDA_ERROR_OUT_OF_MEMORY: out of memory", "oom"),
     ("", "edited /etc/docker/daemon.json", "other"),
+    # the fifteenth split (h15d-): NIXL's agent unable to load a backend's plugin: import; the backend found but
+    # failing to start is not
+    ("", "E0421 nixl_agent.cpp:259] getPluginParams: backend 'UCX' not found", "import"),
+    ("", "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

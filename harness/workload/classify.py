@@ -191,6 +191,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"Cannot find lib[\w.+-]{1,60}\.so[.\d]* in the system|"
                           # Triton linking its launcher against the driver library (-lcuda) and finding none
                           r"cannot find -lcuda\b|libcuda\.so cannot found|"
+                          # NIXL's agent unable to load a backend's plugin library (libplugin_<NAME>.so)
+                          r"getPluginParams: backend \W\w{1,40}\W not found|createBackend: unsupported backend\b|"
                           # cuDNN 8's loader unable to load one of its own sub-libraries (libcudnn_cnn_infer.so.8)
                           r"Could not load library libcudnn\w{0,40}\.so|"
                           # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
