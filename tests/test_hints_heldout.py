@@ -7,17 +7,17 @@ one of its entries. A split is scored blind once, then read, and joins the train
 hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 29, 40%; 8) h5*-, the sixth
 (77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-, the ninth
 (75, 18, 24%; 13) h9*-, the tenth (46, 15, 33%; 4) h10*-, the eleventh (66, 13, 20%; 2) h11*-, the twelfth
-(80, 25, 31%; 4) h12*-, the thirteenth (44, 4, 9%; 6) h13*-, the fourteenth (35, 15, 43%; 1) h14*-. This is
-the fifteenth, collected 2026-12-07 (while the fourteenth was read) by six collectors who did not read the
-hints, asked for representative failures, given the cause names to reuse where the cause is the same and,
-per entry, whether its excerpt holds the fact that decides its cause: 100 entries over 82 causes (NCCL's
-own errors; hangs, timeouts and killed ranks; launchers; inference engines and other stacks; GPU access
-from containers and drivers; framework set-up), 44 decidable. Scored once on 2026-12-07, after the
-fourteenth had joined the training corpus and with no hint changed for it: the fix named in 9 (9%; 95%
-Wilson interval 5-16%), in 8 of the 44 decidable (18%); a certain hint of another cause on 7 (3 of them
-decidable; below), a possible one only on 8. On the 44 entries whose cause is one the training corpus has,
-the fix is named in 9; on the 56 of causes it has not (50 causes), in none. The issue's aim is 80% and
-none; these tests keep what was measured from getting worse."""
+(80, 25, 31%; 4) h12*-, the thirteenth (44, 4, 9%; 6) h13*-, the fourteenth (35, 15, 43%; 1) h14*-, the
+fifteenth (100, 9, 9%; 7) h15*-. This is the sixteenth, collected 2026-12-07 (while the fifteenth was read)
+by three collectors who did not read the hints, asked for representative failures, given the cause names to
+reuse where the cause is the same and, per entry, whether its excerpt holds the fact that decides its cause:
+40 entries over 32 causes (NCCL errors and hangs; start-up, launchers, containers and drivers; framework
+set-up and inference engines), 21 decidable; the NCCL collector found only 4 threads not yet cited. Scored
+once on 2026-12-07, after the fifteenth had joined the training corpus and with no hint changed for it: the
+fix named in 7 (18%; 95% Wilson interval 9-32%), in 6 of the 21 decidable (29%); a certain hint of another
+cause on 8 (4 of them decidable; below), a possible one only on 2. On the 15 entries whose cause is one the
+training corpus has, the fix is named in 7; on the 25 of causes it has not (19 causes), in none. The issue's
+aim is 80% and none; these tests keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _thread(url: str) -> str:
 
 def test_the_held_out_split_shares_no_thread_with_the_training_corpus_and_no_hint_cites_it():
     held = held_out()
-    # at least 30 entries over 30 causes: fewer would say little (the fourteenth, 35, was the smallest)
+    # at least 30 entries over 30 causes: fewer would say little (the fourteenth, 35, is the smallest yet)
     assert len(held) >= 30 and len({e["cause"] for e in held}) >= 30
     assert {_thread(e["url"]) for e in held}.isdisjoint({_thread(e["url"]) for e in training()})
     cited = {entry for rule in load() for entry in rule.hint.evidence}
@@ -52,9 +52,9 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
 # The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
 # keep from growing until the split is read and joins the training corpus.
 KNOWN_CERTAIN_WRONG = {
-    "h15a-iommu-acs-1", "h15c-mpi-slots-insufficient-1", "h15d-ib-rail-cross-nic-2",
-    "h15e-toolkit-persistenced-socket-bug-1", "h15e-docker-desktop-regression-1", "h15e-nvidia-uvm-missing-1",
-    "h15f-accelerate-config-wrong-distributed-type-1",
+    "h16a-init-method-port-clash-1", "h16b-driver-capabilities-too-broad-1", "h16b-nvidia-env-vars-missing-1",
+    "h16b-driver-libcuda-missing-2", "h16b-slurm-gpu-request-missing-1", "h16b-slurm-empty-gres-directive-1",
+    "h16b-slurm-pmix-lib-missing-1", "h16c-framework-code-regression-2",
 }
 
 
@@ -66,5 +66,5 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 9 and held.n == 100, held.line()
-    assert held.wrong_possible <= 8, held.line()  # possible only, with the caveat of what was not measured
+    assert held.named >= 7 and held.n == 40, held.line()
+    assert held.wrong_possible <= 2, held.line()  # possible only, with the caveat of what was not measured
