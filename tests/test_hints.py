@@ -2112,6 +2112,41 @@ CASES = [
         "fork": failed("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
                        "multiprocessing, you must use the 'spawn' start method", phase="startup", error_class="cuda"),
     }),
+    # the sixteenth split, groups h16a- and h16c-
+    ("deepspeed-config-int-from-float", failed(
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig\n[rank3]: "
+        "stage3_prefetch_bucket_size\n[rank3]:   Input should be a valid integer, got a number with a fractional part "
+        "[type=int_from_float, input_value=15099494.4, input_type=float]", phase="startup", error_class="other"), {
+        # another field refused (a wrong type, not a computed float), and accelerate's own config refusal
+        "another error": failed("pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                                "DeepSpeedZeroConfig\noffload_param\n  Input should be a valid dictionary "
+                                "[type=dict_type, input_value='cpu', input_type=str]", phase="startup",
+                                error_class="other"),
+        "accelerate config": failed("ValueError: The config file at /root/.cache/huggingface/accelerate/"
+                                    "default_config.yaml had unknown keys (['enable_cpu_affinity'])", phase="startup",
+                                    error_class="launcher"),
+    }),
+    ("accelerate-config-unknown-keys", failed(
+        "ValueError: The config file at C:\\Users\\u/.cache\\huggingface\\accelerate\\default_config.yaml had unknown "
+        "keys (['enable_cpu_affinity']), please try upgrading your `accelerate` version or fix (and potentially remove) "
+        "these keys from your config file.", phase="startup", error_class="launcher"), {
+        # the config file missing, and DeepSpeed's config refusing a value
+        "file missing": failed("ValueError: The passed configuration file `cfg.yaml` does not exist.",
+                               phase="startup", error_class="launcher"),
+        "deepspeed config": failed("1 validation error for DeepSpeedZeroConfig\nstage3_prefetch_bucket_size\n  Input "
+                                   "should be a valid integer, got a number with a fractional part", phase="startup",
+                                   error_class="other"),
+    }),
+    ("jaxlib-without-cuda", failed(
+        "RuntimeError: Backend 'gpu' failed to initialize: NOT_FOUND: Could not find registered platform with name: "
+        "\"cuda\". Available platform names are: Host Interpreter", phase="startup", error_class="import"), {
+        # a CUDA jaxlib whose driver call failed, and JAX initialised before jax.distributed
+        "CUDA jaxlib": failed("CUDA backend failed to initialize: jaxlib/cuda/versions_helpers.cc:90: operation "
+                              "gpuDeviceGetAttribute(...) failed: CUDA_ERROR_NOT_INITIALIZED", phase="startup",
+                              error_class="cuda"),
+        "rocm platform": failed("Could not find registered platform with name: \"rocm\". Available platform names "
+                                "are: Host Interpreter CUDA", phase="startup", error_class="import"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2460,6 +2495,21 @@ WIDENED = [
         "39.39 GiB of which 7.31 GiB is free. Of the allocated memory 29.76 GiB is allocated by PyTorch, and 1.64 GiB "
         "is reserved by PyTorch but unallocated.", phase="prepare", error_class="oom"), {
         "a bare title": failed("CUDA out of memory", phase="prepare", error_class="oom"),
+    }),
+    # the sixteenth split: FSDP's dtype message quoted without backticks; vLLM's sleep-mode allocator out of memory
+    # with no stage shown (a title), not while loading the weights
+    ("fsdp-mixed-requires-grad", failed("ValueError: FlatParameter requires uniform dtype but got torch.float16 and "
+                                        "torch.float32", phase="prepare", error_class="other"), {
+        "FSDP's device check": failed("ValueError: Inconsistent compute device and `device_id` on rank 1: cuda:0 vs "
+                                      "cuda:1", phase="prepare", error_class="other"),
+    }),
+    ("vllm-wake-up-oom", failed("cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62", phase="step",
+                                error_class="oom"), {
+        "loading the weights": failed('  File "vllm/worker/model_runner.py", line 1112, in load_model\n    self.model '
+                                      '= get_model(vllm_config=self.vllm_config)\nCUDA Error: out of memory at '
+                                      '/workspace/csrc/cumem_allocator.cpp:62', phase="startup", error_class="oom"),
+        "torch's allocator": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                                    phase="step", error_class="oom"),
     }),
 ]
 

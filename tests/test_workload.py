@@ -581,6 +581,13 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     # failing to start is not
     ("", "E0421 nixl_agent.cpp:259] getPluginParams: backend 'UCX' not found", "import"),
     ("", "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "other"),
+    # the sixteenth split (h16c-): a CPU-only jaxlib (no "cuda" platform): import; Accelerate's config with keys a
+    # newer accelerate wrote: launcher; DeepSpeed's config refusing a value is neither
+    ("", "RuntimeError: Backend 'gpu' failed to initialize: NOT_FOUND: Could not find registered platform with "
+         "name: \"cuda\". Available platform names are: Host Interpreter", "import"),
+    ("", "ValueError: The config file at /root/.cache/huggingface/accelerate/default_config.yaml had unknown keys "
+         "(['enable_cpu_affinity'])", "launcher"),
+    ("", "pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

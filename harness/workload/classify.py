@@ -193,6 +193,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"cannot find -lcuda\b|libcuda\.so cannot found|"
                           # NIXL's agent unable to load a backend's plugin library (libplugin_<NAME>.so)
                           r"getPluginParams: backend \W\w{1,40}\W not found|createBackend: unsupported backend\b|"
+                          # a jaxlib without the CUDA platform (a CPU-only wheel): XLA finds no "cuda" platform
+                          r"Could not find\s{1,4}registered platform with name: .{0,2}cuda\b|"
                           # cuDNN 8's loader unable to load one of its own sub-libraries (libcudnn_cnn_infer.so.8)
                           r"Could not load library libcudnn\w{0,40}\.so|"
                           # a CUDA/C++ extension (DeepSpeed's ops, torch's cpp_extension) that could not be built,
@@ -329,6 +331,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # process cannot see; Accelerate's config file absent
                             r"no GPU resources available|You requested gpus?: \[[\d, ]*\]\s{1,8}But your machine only has|"
                             r"No such file or directory: \S{0,300}accelerate/default_config\.ya?ml|"
+                            # Accelerate's config file with keys a newer accelerate wrote
+                            r"The config file at .{0,300}? had unknown keys \(|"
                             # the store's client socket timing out: the rendezvous, not a collective
                             r"DistStoreError: Socket Timeout")),
     # gloo's transport failing to connect or to find its own address (a gloo failure is neither NCCL's
