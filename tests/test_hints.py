@@ -2147,6 +2147,56 @@ CASES = [
         "rocm platform": failed("Could not find registered platform with name: \"rocm\". Available platform names "
                                 "are: Host Interpreter CUDA", phase="startup", error_class="import"),
     }),
+    # the sixteenth split, group h16b-
+    ("driver-capabilities-display-headless", refused(
+        "nvidia-container-cli: mount error: stat failed: /dev/nvidia-modeset: no such file or directory\n"
+        "[ERROR] /etc/enroot/hooks.d/98-nvidia.sh exited with return code 1"), {
+        # the hook's other mount failures (a driver file, the device cgroup) are the toolkit's
+        "a driver file": refused("nvidia-container-cli: mount error: stat failed: /usr/lib64/libnvidia-ml.so.1: "
+                                 "no such file or directory"),
+        "another device": refused("nvidia-container-cli: mount error: stat failed: /dev/nvidia-uvm: no such file "
+                                  "or directory"),
+    }),
+    ("driver-libcuda-missing", refused("nvidia-container-cli: initialization error: load library failed: "
+                                       "libcuda.so.1: cannot open shared object file: no such file or directory"), {
+        # the hook unable to load NVML (the toolkit's or the driver root's), and WSL's libcuda path
+        "NVML": refused("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+                        "cannot open shared object file: no such file or directory"),
+        "WSL": failed("WSL2: libcuda reported version is: Not found: was unable to find libcuda.so DSO loaded into "
+                      "this program", phase="startup", error_class="driver"),
+    }),
+    ("checkpoint-mp-world-size", failed("AssertionError: Loading a checkpoint for MP=1 but world size is 8",
+                                        phase="prepare", error_class="other"), {
+        # the same numbers (the assertion's other failure), and NCCL's bootstrap of different rank counts
+        "same size": failed("AssertionError: Loading a checkpoint for MP=8 but world size is 8", phase="prepare",
+                            error_class="other"),
+        "bootstrap": failed("bootstrap.cc:123 NCCL WARN Bootstrap Root : mismatch in rank count from procs 8 : 4"),
+    }),
+    ("slurm-gres-flag-refused", refused(
+        "submitit.core.utils.FailedJobError: sbatch: error: Parameter --gres=gpu:1 no longer acceptable, please "
+        "switch to --gpus=1"), {
+        # Slurm refusing the request itself (no GRES, wrong type), and a partition wanting a GPU count
+        "invalid gres": refused("sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+                                "specification"),
+        "no count": refused("sbatch: error: No gpu count given, specify --gres=gpu"),
+    }),
+    ("slurm-gpu-count-required", refused(
+        "sbatch: error: No gpu count given, specify --gres=gpu\n             See https://www.psc.edu/bridges/user-guide"
+        "\nsbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"), {
+        # the refusal without the site's reason, and a node configuration no node meets
+        "bare refusal": refused("sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+                                "specification"),
+        "node configuration": refused("sbatch: error: Batch job submission failed: Requested node configuration is "
+                                      "not available"),
+    }),
+    ("docker-default-runtime-not-nvidia", refused(
+        'fatal: [pai-worker1]: FAILED! => {"changed": false, "msg": "The following requirements are not met: The '
+        'default runtime is not set correctly"}'), {
+        # the runtime not registered at all, or registered and not re-read by dockerd
+        "unknown runtime": refused("docker: Error response from daemon: Unknown runtime specified nvidia."),
+        "another requirement": refused('FAILED! => {"msg": "The following requirements are not met: The docker '
+                                       'version is too old"}'),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2510,6 +2560,33 @@ WIDENED = [
                                       '/workspace/csrc/cumem_allocator.cpp:62', phase="startup", error_class="oom"),
         "torch's allocator": failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
                                     phase="step", error_class="oom"),
+    }),
+    # the sixteenth split, group h16b-: the container's runtime unable to exec nvidia-smi (no driver injected)
+    ("no-gpu-in-container", refused(
+        'docker: Error response from daemon: oci runtime error: container_linux.go:262: starting container process '
+        'caused "exec: \\"nvidia-smi\\": executable file not found in $PATH".'), {
+        # another program missing from the image is the image's
+        "another program": refused('docker: Error response from daemon: OCI runtime create failed: '
+                                   'container_linux.go:345: starting container process caused "exec: \\"python\\": '
+                                   'executable file not found in $PATH": unknown.'),
+    }),
+    # narrowed: the hook unable to load the host's libcuda is the driver's install (driver-libcuda-missing)
+    ("container-gpu-runtime-missing", refused(
+        "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+        "object file: no such file or directory"), {
+        "libcuda": refused("nvidia-container-cli: initialization error: load library failed: libcuda.so.1"),
+    }),
+    # narrowed: /dev/nvidia-modeset absent is the display capability on a headless node
+    ("container-cli-mount-error", refused("nvidia-container-cli: mount error: stat failed: /GeForce: no such file "
+                                          "or directory"), {
+        "modeset": refused("nvidia-container-cli: mount error: stat failed: /dev/nvidia-modeset: no such file or "
+                           "directory"),
+    }),
+    # narrowed: the site's filter saying no GPU count was given is slurm-gpu-count-required
+    ("slurm-invalid-gres", refused("sbatch: error: Batch job submission failed: Invalid Trackable RESource (TRES) "
+                                   "specification"), {
+        "no count": refused("sbatch: error: No gpu count given, specify --gres=gpu\nsbatch: error: Batch job "
+                            "submission failed: Invalid generic resource (gres) specification"),
     }),
 ]
 

@@ -588,6 +588,16 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "ValueError: The config file at /root/.cache/huggingface/accelerate/default_config.yaml had unknown keys "
          "(['enable_cpu_affinity'])", "launcher"),
     ("", "pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "other"),
+    # the sixteenth split (h16b-): TensorFlow finding no libcuda loaded: driver; the engine unable to start the
+    # nvidia runtime, a deployment's default-runtime check, Open MPI's PMI component, a site refusing --gres:
+    # launcher; an "acceptable" that is not a refused parameter stays other
+    ("", "libcuda reported version is: Not found: was unable to find libcuda.so DSO loaded into this program",
+     "driver"),
+    ("", "fork/exec /usr/bin/nvidia-container-runtime: no such file or directory: unknown", "launcher"),
+    ("", "The following requirements are not met: The default runtime is not set correctly", "launcher"),
+    ("", "OPAL ERROR: Error in file %s/opal/mca/pmix/s1/pmix_s1.c at line 578", "launcher"),
+    ("", "sbatch: error: Parameter --gres=gpu:1 no longer acceptable, please switch to --gpus=1", "launcher"),
+    ("", "the loss is no longer acceptable after step 10", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -106,6 +106,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           r"The NVIDIA Driver was not detected\.\s{1,4}GPU functionality will not be available|"
                           # loaders that dlopen the driver's libcuda and find none (cuda-python, Rust's cudarc)
                           r"Failed to dlopen libcuda\.so|Unable to find cuda lib under the names|"
+                          # TensorFlow's diagnostics finding no driver libcuda loaded (the driver's CUDA library
+                          # not installed: tensorflow#4267)
+                          r"unable to find libcuda\.so DSO loaded into this program|"
                           r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
@@ -113,6 +116,10 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
     # unknown runtime or unresolvable CDI device. No rank started, so it is the launcher's failure; an
     # NVML version mismatch inside the hook stays a driver problem (the rule above comes first).
     ("launcher", re.compile(r"could not select device driver|nvidia-container-cli|"
+                            # the engine unable to start the runtime registered as nvidia (its package removed);
+                            # a deployment's check that docker's default runtime is not nvidia
+                            r"nvidia-container-runtime\S{0,20}: (?:no such file|executable file not found)|"
+                            r"default runtime is not set correctly|"
                             # the hook's query of the container's device cgroup filters (cgroup v2), also
                             # where the line lost the hook's name
                             r"bpf_prog_query\(BPF_CGROUP_DEVICE\)|"
@@ -276,6 +283,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # Open MPI 5 (PMIx only) started by srun with a PMI-1/2 plugin; Open MPI 4's PMIx client
                             # finding no server at MPI_Init (another launcher's mpiexec, a plain srun)
                             r"No PMIx server was reachable, but a PMI1/2 was detected|OPAL ERROR: Unreachable\b|"
+                            # Open MPI's PMI client component failing at start-up (a PMI/PMIx build mix-up)
+                            r"OPAL ERROR: Error in file \S{0,200}/mca/pmix/|"
                             # a Ray node or worker unable to reach the head's GCS (gcs_rpc_client.h)
                             r"Failed to connect to GCS at address|"
                             r"The current node timed out during startup|Failed to get node info|"
@@ -322,6 +331,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # waiting for resources another step holds)
                             r"\b(?:srun|sbatch|salloc): error: (?:Unable to (?:create step|allocate resources)|"
                             r"Batch job submission failed|Invalid generic resource)|"
+                            # a site's submit filter refusing an option's old form (--gres=gpu:N for --gpus)
+                            r"\bParameter --[\w-]{1,20}=\S{0,40} no longer acceptable|"
                             r"step creation (?:temporarily|still) disabled, retrying|"
                             # slurmd refusing gres.conf's records; the API server refusing a workload's service
                             # account (an operator's, an MPIJob launcher's); a Ray node unable to reach the head's Redis
