@@ -387,12 +387,12 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         # the driver API's virtual memory calls failing (cuMemCreate, cuMemMap: a fabric handle
                         # without an IMEX channel, a handle type the device refuses)
                         r"\bcuMem[A-Z]\w{1,30} failed|"
-                        # the driver API's CUDA_ERROR_NOT_INITIALIZED (jaxlib's device queries), JAX/XLA finding
-                        # no CUDA device for its backend
-                        r"\bCUDA_ERROR_NOT_INITIALIZED\b|no supported devices found for platform CUDA|"
+                        # JAX/XLA finding no CUDA device for its backend
+                        r"no supported devices found for platform CUDA|"
                         # nccl-tests' CUDACHECK ("Test CUDA failure common.cu:%d '%s'")
                         r"\bTest CUDA failure\b|"
-                        # the driver API's error codes by their names (those of other classes are caught above)
+                        # the driver API's error codes by their names, such as CUDA_ERROR_NOT_INITIALIZED (jaxlib's
+                        # device queries); those of other classes are caught above
                         r"\bCUDA_ERROR_[A-Z_]{3,40}\b|"
                         # two GPUs without peer access, outside NCCL (NCCL's own WARN is nccl, above)
                         r"peer access is not supported", re.I)),
