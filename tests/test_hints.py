@@ -2426,6 +2426,11 @@ WIDENED = [
         "the query cut": refused(
             "nvidia-container-cli: mount error: failed to add device rules.... bpf_prog_query(BPF_CGROUP_DEVICE)"),
     }),
+    # the fifteenth split, groups h15a- and h15c-: torch.distributed.run's launch configs ("rdzv_endpoint : host"
+    # under "min_nodes : 2"), as the args list
+    ("rdzv-endpoint-without-port", refused(
+        "  min_nodes        : 2\n  max_nodes        : 4\n  nproc_per_node   : 8\n  rdzv_backend     : c10d\n"
+        "  rdzv_endpoint    : node-0.cluster\n  rdzv_configs     : {'timeout': 900}\n"), {}),
     # the fifteenth split, groups h15a- and h15c-: a rank that fell back to /dev/shm attaching to a peer's cuMem
     # handle as a segment with no name and size 0 (and shm-too-small silent there, however small /dev/shm is);
     # Open MPI's "not built with SLURM's PMI support" as quoted without its "was"
@@ -2990,10 +2995,3 @@ def test_torchs_desync_report_names_the_lagging_ranks():
 @pytest.mark.parametrize("bad", [None, "1", [1, "2"], [True], {"1": "x"}])
 def test_a_malformed_ranks_behind_is_not_known(bad):
     assert hints.facts(stalled({"ranks_behind": bad})).ranks_behind is None
-
-
-def test_a_multi_node_launch_config_without_a_port_is_an_endpoint_without_port():
-    """torch.distributed.run's launch configs ("rdzv_endpoint : host" under "min_nodes : 2"), as the args list."""
-    record = refused("  min_nodes        : 2\n  max_nodes        : 4\n  nproc_per_node   : 8\n  rdzv_backend     : c10d\n"
-                     "  rdzv_endpoint    : node-0.cluster\n  rdzv_configs     : {'timeout': 900}\n")
-    assert "rdzv-endpoint-without-port" in ids(record)
