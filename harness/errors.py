@@ -49,7 +49,7 @@ class MatrixError(FileError):
 
 
 class HintsError(FileError):
-    """hints.yaml (or the HARNESS_HINTS file) is malformed."""
+    """A hints file (harness/hints.d/*.yaml, or the HARNESS_HINTS file or folder) is malformed."""
 
 
 class InfraError(HarnessError):

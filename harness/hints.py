@@ -1,11 +1,11 @@
 """Known-issue hints: which documented traps a cell record looks like, with the fix and a link.
 
-Why a data file: the signatures (hints.yaml) change as drivers, NCCL, torch and Accelerate change;
+Why data files: the signatures (harness/hints.d/*.yaml) change as drivers, NCCL, torch and Accelerate change;
 the matcher here stays small. Why declarative conditions instead of code per hint: a hint must be
 readable and reviewable next to the evidence it cites (the public failure logs it is built from), and
 a typo in the data file must fail loudly before a command does any work (`check()`; the schema is
-harness/hintsfile.py). The file is the packaged hints.yaml, or a site's own file named by the
-environment variable HARNESS_HINTS.
+harness/hintsfile.py). The data is the packaged folder harness/hints.d, or a site's own file or folder
+named by the environment variable HARNESS_HINTS.
 
 Conditions are three-valued. Each one is true, false, or unknown when the fact it reads is missing
 (a record made from a log alone has no fingerprint: no GPU model, driver, /dev/shm size...). A hint
@@ -30,12 +30,12 @@ from typing import Any
 from packaging.version import Version
 
 from harness.errors import HintsError
-from harness.hintsfile import DATA_FILE, ENV_VAR, Conditions, Hint, HintSpec, VersionRange, hints_file, read, version
+from harness.hintsfile import ENV_VAR, PACKAGED, Conditions, Hint, HintSpec, VersionRange, hints_path, read, version
 from harness.record import ERROR_CLASSES, PHASES, STATUSES, CellRecord, Fingerprint, Outcome, P2pCheck, RawAttempt
 from harness.textmatch import searched
 
-__all__ = ["DATA_FILE", "ENV_VAR", "CONDITIONS", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
-           "Conditions", "Facts", "Hint", "HintsError", "Match", "Rule", "check", "facts", "hints_file", "load", "match",
+__all__ = ["CONDITIONS", "ENV_VAR", "PACKAGED", "ERROR_CLASSES", "EVIDENCE", "PHASES", "STATUSES", "UNMEASURED",
+           "Conditions", "Facts", "Hint", "HintsError", "Match", "Rule", "check", "facts", "hints_path", "load", "match",
            "version"]
 
 
@@ -417,7 +417,7 @@ class Match:
 
 # ---------------------------------------------------------------- loading and matching
 def load(path: str | Path | None = None) -> list[Rule]:
-    """Read and validate a hints file (default: hints_file()); HintsError names file:line, key and fix."""
+    """Read and validate a hints file or folder (default: hints_path()); HintsError names file:line, key and fix."""
     return [Rule.of(spec) for spec in read(path)]
 
 
@@ -427,13 +427,13 @@ def _rules(path: Path) -> tuple[Rule, ...]:
 
 
 def _default_rules() -> tuple[Rule, ...]:
-    return _rules(hints_file())
+    return _rules(hints_path())
 
 
 def check(path: str | Path | None = None) -> None:
-    """Validate the hints file in use (or `path`) before a command does any work: a bad file is a
+    """Validate the hints in use (or `path`) before a command does any work: a bad file is a
     HintsError (exit 2) naming file:line, key and fix, never a traceback after a whole run."""
-    _rules(Path(path) if path is not None else hints_file())
+    _rules(Path(path) if path is not None else hints_path())
 
 
 def match(record: Any, rules: Iterable[Rule] | None = None) -> list[Match]:

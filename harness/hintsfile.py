@@ -1,5 +1,5 @@
-"""The hints data file (harness/hints.yaml, or a site's own named by HARNESS_HINTS): where it is, its
-schema, and reading it.
+"""The hints data (harness/hints.d/*.yaml, or a site's own file or folder named by HARNESS_HINTS): where
+it is, its schema, and reading it.
 
 A typo in the file must fail loudly before a command does any work, not silently never match: strict
 pydantic models (unknown keys refused), every value checked, and each problem reported as
@@ -38,14 +38,17 @@ from harness.errors import HarnessError, HintsError
 from harness.record import ERROR_CLASSES, PHASES, STATUSES
 from harness.workload.fingerprint import COMPUTE_MODES
 
-__all__ = ["DATA_FILE", "ENV_VAR", "Conditions", "Hint", "HintSpec", "HintsFile", "VersionRange", "hints_file",
+__all__ = ["ENV_VAR", "PACKAGED", "Conditions", "Hint", "HintSpec", "HintsFile", "VersionRange", "files", "hints_path",
            "read", "version"]
 
-DATA_FILE = Path(__file__).with_name("hints.yaml")
-ENV_VAR = "HARNESS_HINTS"  # a site's own hints file, used instead of DATA_FILE
+# The packaged hints: every *.yaml file of this folder, in the order of their names, one file per subsystem.
+# One file held them all until it neared yamlfile.MAX_BYTES (426 KB of 512 KiB, 245 hints, 2026-12-07); each
+# file is bounded on its own, so the knowledge base grows by files, not by raising the parser's bound.
+PACKAGED = Path(__file__).with_name("hints.d")
+ENV_VAR = "HARNESS_HINTS"  # a site's own hints file or folder, used instead of PACKAGED
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_DOC = "the format described at the top of harness/hints.yaml"
+_DOC = "the format described in harness/hints.d/README.md"
 
 
 @dataclass(frozen=True)
@@ -309,37 +312,61 @@ def _key(raw: Any) -> Callable[[tuple], str]:
     return key
 
 
-def hints_file() -> Path:
-    """The hints file in use: $HARNESS_HINTS when set (a site's own known issues), else the packaged one."""
+def hints_path() -> Path:
+    """The hints in use: $HARNESS_HINTS when set (a site's own file or folder), else the packaged folder."""
     own = os.environ.get(ENV_VAR, "").strip()
-    return Path(own).expanduser() if own else DATA_FILE
+    return Path(own).expanduser() if own else PACKAGED
 
 
-def read(path: str | Path | None = None) -> list[HintSpec]:
-    """Read and validate a hints file (default: hints_file()); HintsError names file:line, key and fix."""
-    path = Path(path) if path is not None else hints_file()
-    from_env = f" (named by {ENV_VAR})" if path != DATA_FILE and path == hints_file() else ""
+def _named_by(path: Path) -> str:
+    return f" (named by {ENV_VAR})" if path != PACKAGED and path == hints_path() else ""
+
+
+def files(path: Path) -> list[Path]:
+    """The files a hints path stands for: itself, or a folder's *.yaml files in the order of their names."""
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.suffix == ".yaml")
+    if not found:
+        raise HarnessError(f"{path}: a hints folder with no *.yaml file{_named_by(path)}. Fix: put the hints files "
+                           f"in it (start from a copy of {PACKAGED}), or point {ENV_VAR} at a file.")
+    return found
+
+
+def _read_one(path: Path, named_by: str) -> tuple[list[HintSpec], yamlfile.Ctx]:
     try:
         text = yamlfile.read(path, HintsError)
     except FileNotFoundError:
-        raise HarnessError(f"{path}: no such hints file{from_env}. Fix: point {ENV_VAR} at an existing file "
-                           f"(start from a copy of {DATA_FILE}), or unset it to use the packaged one.") from None
+        raise HarnessError(f"{path}: no such hints file{named_by}. Fix: point {ENV_VAR} at an existing file or "
+                           f"folder (start from a copy of {PACKAGED}), or unset it to use the packaged one.") from None
     except OSError as exc:
-        raise HarnessError(f"{path}: cannot be read{from_env} ({exc.strerror}). "
+        raise HarnessError(f"{path}: cannot be read{named_by} ({exc.strerror}). "
                            "Fix: check the file and its permissions.") from None
     raw, lines = yamlfile.parse(text, path, HintsError)
     ctx = yamlfile.Ctx(path, lines, HintsError, _key(raw))
     if not isinstance(raw, dict):
         raise ctx.error((), "must be a mapping with the single key `hints` holding a list.",
-                        f"start the file with `hints:` (see {DATA_FILE}).")
+                        f"start the file with `hints:` (see {PACKAGED / 'README.md'}).")
     try:
-        spec = HintsFile.model_validate(raw)
+        return HintsFile.model_validate(raw).hints, ctx
     except ValidationError as exc:
         raise yamlfile.translate(exc, ctx, HintsFile, _DOC) from None
-    first_line: dict[str, int | None] = {}
-    for i, entry in enumerate(spec.hints):
-        if entry.id in first_line:
-            raise ctx.error(("hints", i, "id"), f"id `{entry.id}` is used twice (first at line {first_line[entry.id]}).",
-                            "give every hint an id of its own.")
-        first_line[entry.id] = ctx.line(("hints", i, "id"))
-    return spec.hints
+
+
+def read(path: str | Path | None = None) -> list[HintSpec]:
+    """Read and validate a hints file or folder (default: hints_path()): every hint, file after file;
+    HintsError names file:line, key and fix, and an id used twice names both places."""
+    path = Path(path) if path is not None else hints_path()
+    named_by = _named_by(path)
+    hints: list[HintSpec] = []
+    first: dict[str, str] = {}  # id -> where it was first given
+    for one in files(path):
+        specs, ctx = _read_one(one, named_by)
+        for i, entry in enumerate(specs):
+            where = ("" if one == path else f"{one.name} ") + f"line {ctx.line(('hints', i, 'id'))}"
+            if entry.id in first:
+                raise ctx.error(("hints", i, "id"), f"id `{entry.id}` is used twice (first at {first[entry.id]}).",
+                                "give every hint an id of its own.")
+            first[entry.id] = where
+        hints.extend(specs)
+    return hints

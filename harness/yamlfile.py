@@ -1,4 +1,4 @@
-"""The YAML data files of the harness (matrix.yaml, hints.yaml): read with the line of every key and
+"""The YAML data files of the harness (matrix.yaml, the hints files): read with the line of every key and
 with floats that remember how they were written, validated by strict pydantic models, and every
 problem turned into one paragraph, `file:line at `key`: problem Fix: ...` (exit 2, no traceback).
 
@@ -36,7 +36,8 @@ __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Ctx", "bad", "Float", "Strict
 # the 2-core CI machine 1 MiB of blank lines took 1.2 s to scan and 32,000 list items 0.75 s; at these
 # limits the worst inputs (512 KiB of blank lines, lists and mappings cut off at 10,000 values) take
 # 0.13-0.28 s of CPU, the packaged hints.yaml (261 KiB, 3,972 values, 2026-12-07) 0.13 s. The limit was
-# 256 KiB until the packaged hints file outgrew it.
+# 256 KiB until the packaged hints file outgrew it; at 426 KB it was split into harness/hints.d/, one file per
+# subsystem (the largest 61 KB), so each file keeps this bound.
 MAX_BYTES = 512 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 10_000

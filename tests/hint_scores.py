@@ -2,7 +2,7 @@
 items 5 and 6): the share of entries whose confirmed fix a hint names, and the hints that name another
 cause, certain or possible, counted apart; a silent report is no wrong hint.
 
-- training: tests/data/real_failures.yaml, the entries hints.yaml is built from (each hint cites its
+- training: tests/data/real_failures.yaml, the entries the packaged hints are built from (each hint cites its
   own as evidence);
 - held-out: tests/data/real_failures_heldout.yaml, collected apart (by other hands, from threads the
   training file does not cite) and never used to write or tune a hint. A split is scored blind once:

@@ -79,7 +79,7 @@ def _patterns(when: tuple[tuple[str, Any], ...]) -> list[str]:
 
 
 def test_every_packaged_pattern_passes_the_check():
-    rules = hints.load(hints.DATA_FILE)
+    rules = hints.load(hints.PACKAGED)
     checked = {(rule.hint.id, p): textmatch.hazard(p, re.IGNORECASE) for rule in rules for p in _patterns(rule.when)}
     assert len(checked) >= 30
     assert {key: found for key, found in checked.items() if found is not None} == {}

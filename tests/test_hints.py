@@ -2643,14 +2643,15 @@ def test_a_rank_the_kernel_killed_is_named_by_its_signal_not_by_any_message():
 
 
 def test_every_hint_in_the_data_file_is_tested():
-    assert [r.hint.id for r in load()] == [c[0] for c in CASES]
+    cases = [c[0] for c in CASES]
+    assert sorted(r.hint.id for r in load()) == sorted(cases) and len(set(cases)) == len(cases)
 
 
 def test_hints_come_in_file_order_and_serialise():
     # a broken 4090 pair hanging in prepare on an old driver under accelerate: three hints at once
     record = rtx_hang(launcher="accelerate", peer_access=PEERS_BROKEN,
                       changed={"NCCL_IB_DISABLE": {"expected": None, "actual": "1"}})
-    assert ids(record) == ["rtx40-p2p-hang", "accelerate-launcher-changed-env", "p2p-claimed-not-verified"]
+    assert ids(record) == ["rtx40-p2p-hang", "p2p-claimed-not-verified", "accelerate-launcher-changed-env"]
     first = match(record)[0].hint
     assert isinstance(first, Hint)
     assert first.to_json() == {"id": first.id, "title": first.title, "explanation": first.explanation,
@@ -2811,9 +2812,20 @@ def test_duplicate_ids_and_bad_shapes_are_refused(tmp_path):
         load(write(tmp_path, raw="hints: [just-a-string]\n"))
 
 
-def test_default_rules_are_the_packaged_file():
-    assert hints.DATA_FILE.name == "hints.yaml" and hints.DATA_FILE.exists()
+def test_default_rules_are_the_packaged_folder_file_after_file():
+    files = sorted(hints.PACKAGED.glob("*.yaml"))
+    assert len(files) >= 10
     assert [r.hint for r in load()] == [r.hint for r in hints._default_rules()]
+    assert [r.hint.id for r in load()] == [r.hint.id for f in files for r in load(f)]
+
+
+def test_each_packaged_hints_file_keeps_room_under_the_parsers_bound():
+    """The knowledge base grows by files (one per subsystem), each bounded by yamlfile on its own: a file
+    past half the bound is the signal to split it, before a fold fills it."""
+    from harness import yamlfile
+
+    sizes = {f.name: f.stat().st_size for f in hints.PACKAGED.glob("*.yaml")}
+    assert sizes and {name: size for name, size in sizes.items() if size > yamlfile.MAX_BYTES // 2} == {}
 
 
 def test_the_schema_has_every_condition():
@@ -2842,6 +2854,33 @@ BAD = {
     "duplicate id": (SITE + SITE.removeprefix("hints:\n"), "hints[demo].id", 8,
                      ["id `demo` is used twice (first at line 2)"]),
 }
+
+
+def test_a_site_folder_is_read_file_after_file_in_name_order(tmp_path):
+    (tmp_path / "20-second.yaml").write_text(SITE.replace("id: demo", "id: second"))
+    (tmp_path / "10-first.yaml").write_text(SITE.replace("id: demo", "id: first"))
+    (tmp_path / "notes.md").write_text("not a hints file: only *.yaml is read\n")
+    assert [r.hint.id for r in load(tmp_path)] == ["first", "second"]
+
+
+def test_an_id_given_in_two_files_of_a_folder_names_both(tmp_path):
+    (tmp_path / "a.yaml").write_text(SITE)
+    (tmp_path / "b.yaml").write_text(SITE.replace("id: demo", "id: other") + SITE.removeprefix("hints:\n"))
+    with pytest.raises(HintsError) as info:
+        hints.check(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'b.yaml'}:8 at `hints[demo].id`: "), message
+    assert "id `demo` is used twice (first at a.yaml line 2)" in message and "Fix: " in message
+
+
+def test_a_folder_without_hints_files_is_refused_with_the_fix(tmp_path, monkeypatch):
+    (tmp_path / "README.md").write_text("empty\n")
+    monkeypatch.setenv("HARNESS_HINTS", str(tmp_path))
+    with pytest.raises(HarnessError) as info:
+        hints.check()
+    message = str(info.value)
+    assert f"{tmp_path}: a hints folder with no *.yaml file (named by HARNESS_HINTS)" in message
+    assert "Fix: " in message and "\n" not in message
 
 
 def bad_file(tmp_path: Path, name: str) -> Path:
@@ -2906,7 +2945,7 @@ def test_a_good_site_file_replaces_the_packaged_one(tmp_path, one_run, monkeypat
     assert proc.returncode == 0, proc.stderr
     assert "Demo hint of this site" in (tmp_path / "report.md").read_text()
     monkeypatch.setenv("HARNESS_HINTS", str(site))
-    assert hints.hints_file() == site
+    assert hints.hints_path() == site
     assert [r.hint.id for r in load()] == ["demo"]
     record = json.loads((DATA / "h200-preload-record.json").read_text())
     assert [m.hint.id for m in match(record)] == ["demo"]

@@ -278,7 +278,7 @@ def test_other_startup_failures_are_not_called_a_missing_command():
 
 def test_who_was_behind_when_the_watchdog_fired():
     """The ranks that did not report the timeout are behind; one that reported the same timeout too was
-    waiting inside the collective (issue 23: hints.yaml's watchdog-timeout and transport-hang are split on
+    waiting inside the collective (issue 23: the hints' watchdog-timeout and transport-hang are split on
     this), also when the watchdog took its process down before it could record an error or a result."""
     one = {"ended_by": "exited", "exit_code": 1, "expected_ranks": 2, "launcher_tail": WATCHDOG_TAIL,
            "ranks": {"0": rank("prepare", None, None), "1": rank("prepare", None, None)}}

@@ -173,7 +173,7 @@ def _compare(expected: Path, actual: bytes) -> None:
 
 @pytest.fixture
 def fixture_hints(monkeypatch):
-    """A hints file of the fixture's own, so that edits to the packaged hints.yaml leave the golden report alone."""
+    """A hints file of the fixture's own, so that edits to the packaged hints leave the golden report alone."""
     monkeypatch.setenv("HARNESS_HINTS", str(HINTS))
 
 
