@@ -15,11 +15,20 @@ victim's: "look at the other rank"), which is counted on its own. Where no speci
 subsystem advice (harness/advice.py) is scored too: whether it names a variable that the confirmed
 fix turns.
 
+A cause label says nothing about a cause never collected: by it, a hint that names the fix of a new cause
+(a class-of-cause hint: "a shared library is not found; install the package that provides it") could only
+count as wrong or generic. So the held-out split is also scored as judged: every hint that fired on a
+held-out entry without being a hint of its cause is judged by someone who wrote no hint, from the entry's
+confirmed fix and the hint's text alone (tests/data/heldout_judged.yaml): `names-fix` counts as naming the
+fix, `other` as a hint of another cause (a generic one too). A verdict holds for the hint's text it judged
+(its digest): a changed hint needs a new verdict.
+
     python3 tests/hint_scores.py          # both splits' figures, and the held-out misses one by one
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from collections.abc import Iterable
@@ -33,10 +42,12 @@ if __package__ in (None, ""):  # run as a script: the repo on the path, as the t
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import advice
+from harness.hints import Hint
 from tests.test_hints_real import cause_hints, confirmed, decided, fired, log_record
 
 DATA = Path(__file__).parent / "data"
 HELD_OUT = DATA / "real_failures_heldout.yaml"
+JUDGED = DATA / "heldout_judged.yaml"
 VARIABLES = re.compile(r"\b(NCCL_[A-Z0-9_]+|GLOO_SOCKET_IFNAME|MASTER_ADDR|MASTER_PORT|FI_[A-Z_]+|CUDA_VISIBLE_DEVICES)\b")
 
 
@@ -48,6 +59,17 @@ def held_out() -> tuple[dict, ...]:
 @lru_cache(maxsize=1)
 def training() -> tuple[dict, ...]:
     return tuple(e for e in yaml.safe_load((DATA / "real_failures.yaml").read_text()) if decided(e))
+
+
+def digest(hint: Hint) -> str:
+    """What a verdict judged: the hint's title, explanation and fix."""
+    return hashlib.sha256(f"{hint.title}\n{hint.explanation}\n{hint.fix}".encode()).hexdigest()[:12]
+
+
+@lru_cache(maxsize=1)
+def verdicts() -> dict[tuple[str, str], dict]:
+    """(entry id, hint id) -> the judge's verdict on that hint for that held-out entry."""
+    return {(v["entry"], v["hint"]): v for v in yaml.safe_load(JUDGED.read_text()) or ()}
 
 
 @dataclass(frozen=True)
@@ -65,12 +87,20 @@ class Scored:
     decidable: bool = True  # the excerpt holds the fact that decides its cause (no `undecided:`)
 
 
-def score(entry: dict, by_cause: dict[str, set[str]] | None = None) -> Scored:
+def score(entry: dict, by_cause: dict[str, set[str]] | None = None, judged: bool = False) -> Scored:
+    """By the cause label (a hint built from an entry of the same cause names the fix), or also `judged`:
+    a hint outside the cause with a current verdict counts as that verdict says."""
     by_cause = cause_hints() if by_cause is None else by_cause
     mine = by_cause.get(entry["cause"], set()) | set(entry.get("also_named_by", ()))
     record = log_record(entry)
     got = fired(record)
-    specific = {h: m for h, m in got.items() if not m.generic}
+    other: set[str] = set()
+    if judged:
+        said = {h: verdicts().get((entry["id"], h)) for h in set(got) - mine}
+        current = {h: v["verdict"] for h, v in said.items() if v and v["digest"] == digest(got[h].hint)}
+        mine = mine | {h for h, v in current.items() if v == "names-fix"}
+        other = {h for h, v in current.items() if v == "other"}
+    specific = {h: m for h, m in got.items() if not m.generic or h in other}
     foreign = {h: m for h, m in specific.items() if h not in mine}
     advised = None
     wanted = set(VARIABLES.findall(entry["fix"]))
@@ -79,7 +109,7 @@ def score(entry: dict, by_cause: dict[str, set[str]] | None = None) -> Scored:
         advised = bool(found and wanted & {v for s in found.subsystems for v in s.variables})
     return Scored(entry["id"], entry["cause"], bool(mine & set(got)), any(got[h].certain for h in mine & set(got)),
                   tuple(h for h, m in foreign.items() if m.certain), tuple(h for h, m in foreign.items() if not m.certain),
-                  tuple(h for h, m in got.items() if m.generic), advised, "undecided" not in entry)
+                  tuple(h for h, m in got.items() if m.generic and h not in specific), advised, "undecided" not in entry)
 
 
 @dataclass(frozen=True)
@@ -127,15 +157,16 @@ class Figures:
                 f"({named / max(len(sure), 1):.0%}), a wrong certain hint {sum(bool(s.wrong_certain) for s in sure)}")
 
 
-def figures(name: str, entries: Iterable[dict]) -> Figures:
+def figures(name: str, entries: Iterable[dict], judged: bool = False) -> Figures:
     by_cause = cause_hints()
-    return Figures(name, tuple(score(e, by_cause) for e in entries))
+    return Figures(name, tuple(score(e, by_cause, judged) for e in entries))
 
 
 def main() -> None:
     train, held = figures("training", training()), figures("held-out", held_out())
     print(train.line())
     print(held.line())
+    print(figures("held-out, judged", held_out(), judged=True).line())
     for s in held.scored:
         if not s.named or s.wrong_certain or s.wrong_possible:
             print(f"  {s.id} ({s.cause}): named={s.named} wrong certain={list(s.wrong_certain)} "

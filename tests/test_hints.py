@@ -2197,6 +2197,39 @@ CASES = [
         "another requirement": refused('FAILED! => {"msg": "The following requirements are not met: The docker '
                                        'version is too old"}'),
     }),
+    # classes of cause (hints.d/95-classes-of-cause.yaml): decided by the loader's or the parser's own words,
+    # whatever the library, symbol, option or program; shown only where no specific hint matched
+    ("shared-library-not-found", failed("ImportError: libcudnn_ops.so.9: cannot open shared object file: No such "
+                                        "file or directory", phase="startup", error_class="launcher"), {
+        # NCCL's INFO line: no network plugin, the built-in transports are used
+        "NCCL's plugin line": failed("x", launcher_tail="node1:12:40 [0] NCCL INFO NET/Plugin: Plugin load returned 2 "
+                                     ": libnccl-net.so: cannot open shared object file: No such file or directory"),
+        # a specific hint of the same line's cause is shown instead
+        "libnccl, its own hint": failed("ImportError: libnccl.so.2: cannot open shared object file: No such file or "
+                                        "directory", phase="startup", error_class="launcher"),
+        "a file, not a library": failed("FileNotFoundError: [Errno 2] No such file or directory: 'model.bin'"),
+    }),
+    ("undefined-symbol-build-skew", failed("ImportError: /opt/venv/lib/python3.11/site-packages/flash_attn_2_cuda."
+                                           "cpython-311-x86_64-linux-gnu.so: undefined symbol: cudaGetDriverEntryPointByVersion",
+                                           phase="startup", error_class="launcher"), {
+        "a Python name": failed("NameError: name 'undefined_symbol' is not defined"),
+        # torch's own ABI symbol in an extension: extension-built-for-other-torch names it
+        "a torch extension, its own hint": failed(
+            "ImportError: /usr/lib/python3/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+            phase="startup", error_class="launcher"),
+    }),
+    ("option-refused-version-skew", failed("TypeError: LlamaAttention.forward() got an unexpected keyword argument "
+                                           "'position_embeddings'", phase="prepare", error_class="other"), {
+        "a missing argument": failed("TypeError: forward() missing 1 required positional argument: 'x'",
+                                     phase="prepare", error_class="other"),
+        # the launcher's --local-rank: local-rank-argument names it
+        "local rank, its own hint": failed("train.py: error: unrecognized arguments: --local-rank=0", phase="startup",
+                                           error_class="launcher"),
+    }),
+    ("program-not-on-path", refused("/bin/sh: 1: nvcc: command not found"), {
+        "a file not found": refused("cat: /etc/nccl.conf: No such file or directory"),
+        "a command that ran": refused("+ nvcc --version\nCuda compilation tools, release 12.4"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one

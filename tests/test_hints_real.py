@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from harness import hints, nccl_log
-from harness.hints import Match, load, match
+from harness.hints import Match, Rule, load, match
 
 DATA = Path(__file__).parent / "data"
 GiB = 1 << 30
@@ -111,11 +111,19 @@ def test_a_confirmed_real_log_gets_the_hint_of_its_cause(entry):
     assert not foreign, f"{entry['id']} ({entry['cause']}) also got {sorted(foreign)}"
 
 
+def cited_fires(rule: Rule, entry: dict) -> bool:
+    """The hint fires on an entry it cites: a generic one (shown only where no specific hint matched) on
+    its own, since the entry's specific hint may stand in front of it."""
+    if rule.generic:
+        return bool(match(log_record(entry), [rule]))
+    return rule.hint.id in fired(log_record(entry))
+
+
 @pytest.mark.parametrize("entry_id", sorted(built_from()), ids=sorted(built_from()))
 def test_each_hint_fires_on_every_entry_it_cites(entry_id):
-    got = fired(log_record(entries()[entry_id]))
+    rules = {rule.hint.id: rule for rule in load()}
     for hint_id in built_from()[entry_id]:
-        assert hint_id in got, f"{hint_id} cites {entry_id} but does not fire on it; got {sorted(got)}"
+        assert cited_fires(rules[hint_id], entries()[entry_id]), f"{hint_id} cites {entry_id} but does not fire on it"
 
 
 @pytest.mark.parametrize("entry", UNDECIDED, ids=[e["id"] for e in UNDECIDED])
@@ -161,7 +169,7 @@ def test_every_packaged_hint_has_a_fix_and_real_evidence():
 def test_every_hint_is_covered_by_a_real_entry():
     """Each hint fires on at least one real public log it cites."""
     for rule in load():
-        assert any(rule.hint.id in fired(log_record(entries()[e])) for e in rule.hint.evidence), rule.hint.id
+        assert any(cited_fires(rule, entries()[e]) for e in rule.hint.evidence), rule.hint.id
 
 
 def test_there_are_enough_hints_for_the_causes():
