@@ -2230,6 +2230,23 @@ CASES = [
         "a file not found": refused("cat: /etc/nccl.conf: No such file or directory"),
         "a command that ran": refused("+ nvcc --version\nCuda compilation tools, release 12.4"),
     }),
+    ("import-name-version-skew", failed("ImportError: cannot import name 'is_torch_greater_or_equal' from "
+                                        "'transformers.utils' (/opt/venv/lib/python3.11/site-packages/transformers/"
+                                        "utils/__init__.py)", phase="startup", error_class="import"), {
+        "a module not installed": failed("ModuleNotFoundError: No module named 'flash_attn'", phase="startup",
+                                         error_class="import"),
+        "an object's attribute": failed("AttributeError: 'NoneType' object has no attribute 'shape'"),
+        # torch built without distributed: torch-without-distributed names it
+        "torch without distributed, its own hint": failed("AttributeError: module 'torch.distributed' has no attribute "
+                                                          "'init_process_group'", phase="init"),
+    }),
+    ("filesystem-full", failed("OSError: [Errno 28] No space left on device: '/tmp/torch_extensions/py311_cu124/"
+                               "fused_adam/build.ninja'", phase="startup", error_class="other"), {
+        "no space word": failed("OSError: [Errno 13] Permission denied: '/tmp/torch_extensions'"),
+        # NCCL's own segment in /dev/shm: shm-too-small names it
+        "NCCL's shm segment, its own hint": warned("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No "
+                                                   "space left on device", shm=64 * 2**20),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
