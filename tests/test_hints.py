@@ -2247,6 +2247,59 @@ CASES = [
         "NCCL's shm segment, its own hint": warned("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No "
                                                    "space left on device", shm=64 * 2**20),
     }),
+    # the seventeenth split, group h17b-
+    ("slurm-gpus-option-unsupported", refused(
+        "sbatch: error: Batch job submission failed: Requested GRES option unsupported by configured SelectType "
+        "plugin"), {
+        # the site refusing --gres for --gpus (the other way round), a GRES the cluster lacks, another option
+        "gres refused": refused("sbatch: error: Parameter --gres=gpu:1 no longer acceptable, please switch to "
+                                "--gpus=1"),
+        "invalid gres": refused("sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+                                "specification"),
+        "another option": refused("sbatch: unrecognized option '--gpu-count=4'"),
+    }),
+    ("slurm-gres-core-spec-invalid", refused(
+        "[2024-01-05T10:00:00.000] error: _node_config_validate: gres/gpu: invalid GRES core specification (0-7,"
+        "64-71) on node gpu01"), {
+        # fewer GPUs than configured, and gres.conf's duplicate records
+        "count lower": refused("error: _node_config_validate: gres/gpu: Count changed on node gpu01 (0 != 8)"),
+        "duplicate records": refused("slurmd: fatal: gres.conf duplicate records for gpu"),
+    }),
+    ("slurm-gres-device-file-missing", refused(
+        "slurmd: error: Waiting for gres.conf file /dev/nvidia1\nslurmd: fatal: can't stat gres.conf file "
+        "/dev/nvidia1: No such file or directory"), {
+        # only waiting (the device may appear), and fewer GPUs registered than configured
+        "waiting only": refused("slurmd: error: Waiting for gres.conf file /dev/nvidia0"),
+        "count lower": refused("error: _node_config_validate: gres/gpu: Count changed on node gpu01 (4 != 8)"),
+    }),
+    ("pmix-gds-shmem-failure", refused("[node1:01234] PMIX ERROR: OUT-OF-RESOURCE in file dstore_base.c at line 2424"), {
+        # PMIx's other components: munge security, a server not reachable
+        "psec munge": refused("A requested component was not found, or was unable to be opened.\n  Framework: psec\n"
+                              "  Component: munge"),
+        "another PMIx file": refused("[node1:01234] PMIX ERROR: UNREACHABLE in file server/pmix_server.c at line 2795"),
+    }),
+    ("sshd-bad-modes", refused("sshd[812]: Authentication refused: bad ownership or modes for file "
+                               "/home/user/.ssh/authorized_keys"), {
+        # no key set up, an unreachable host, and sshd's chroot check
+        "no key": refused("user@node2: Permission denied (publickey)."),
+        "unreachable": refused("ssh: connect to host node2 port 22: Connection timed out"),
+        "chroot": refused("fatal: bad ownership or modes for chroot directory \"/srv/jail\""),
+    }),
+    ("singularity-nv-driver-not-found", refused("WARNING: Could not find any nv libraries on this host!"), {
+        # --nv not given at all (no warning), and the NVIDIA hook failing to load NVML in Docker
+        "no --nv": failed("RuntimeError: Found no NVIDIA driver on your system.", phase="startup", error_class="driver"),
+        "docker hook": refused("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+                               "cannot open shared object file: no such file or directory"),
+    }),
+    ("enroot-registry-host-without-hash", refused(
+        "[ERROR] URL https://registry-1.docker.io/v2/nvcr.io/nvidia/pytorch/manifests/24.01-py3 returned error code: "
+        "401 Unauthorized"), {
+        # a Docker Hub image refused (a private repository, no login), and the '#' form answered by the registry
+        "hub repository": refused("[ERROR] URL https://registry-1.docker.io/v2/myorg/private/manifests/latest returned "
+                                  "error code: 401 Unauthorized"),
+        "with hash": refused("[ERROR] URL https://nvcr.io/v2/nvidia/pytorch/manifests/24.01-py3 returned error code: "
+                             "401 Unauthorized"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2642,6 +2695,26 @@ WIDENED = [
                                    "specification"), {
         "no count": refused("sbatch: error: No gpu count given, specify --gres=gpu\nsbatch: error: Batch job "
                             "submission failed: Invalid generic resource (gres) specification"),
+    }),
+    # the seventeenth split, group h17b-: nvidia-container-cli unable to load its own library
+    ("container-gpu-runtime-missing", refused(
+        "/usr/bin/nvidia-container-cli: error while loading shared libraries: libnvidia-container.so.1: cannot open "
+        "shared object file: No such file or directory"), {
+        # another program's library missing is not the toolkit's
+        "another program": refused("/usr/bin/mpirun: error while loading shared libraries: libopen-rte.so.40: cannot "
+                                   "open shared object file: No such file or directory"),
+    }),
+    # slurm-gpus-option-unsupported's second wording: a Slurm older than 19.05 (its getopt) not knowing --gpus*
+    ("slurm-gpus-option-unsupported", refused("sbatch: unrecognized option '--gpus-per-node=4'"), {
+        "a script's own option": refused("train.py: error: unrecognized arguments: --gpus=4"),
+    }),
+    # libibverbs present, its provider for the HCA missing
+    ("ibverbs-missing", refused(
+        "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1\n"
+        "node1: Test NCCL failure common.cu:775 'internal error'"), {
+        # libibverbs' other warnings (fork support, memlock) are not a missing provider
+        "memlock": refused("libibverbs: Warning: RLIMIT_MEMLOCK is 65536 bytes.\n    This will severely limit memory "
+                           "registrations."),
     }),
 ]
 

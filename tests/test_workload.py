@@ -598,6 +598,22 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "OPAL ERROR: Error in file %s/opal/mca/pmix/s1/pmix_s1.c at line 578", "launcher"),
     ("", "sbatch: error: Parameter --gres=gpu:1 no longer acceptable, please switch to --gpus=1", "launcher"),
     ("", "the loss is no longer acceptable after step 10", "other"),
+    # the seventeenth split (h17b-): Singularity's --nv finding no driver: driver; Slurm refusing the --gpus options
+    # or gres.conf, PMIx's errors, sshd refusing a key, ch-run, the RDMA device plugin, a registry refusing a
+    # pull: launcher; a word of them in a training log stays other
+    ("", "WARNING: Could not find any NVIDIA libraries on this host!", "driver"),
+    ("", "sbatch: error: Requested GRES option unsupported by configured SelectType plugin", "launcher"),
+    ("", "sbatch: unrecognized option '--gpus=4'", "launcher"),
+    ("", "error: _node_config_validate: gres/gpu: invalid GRES core specification (0-7) on node n1", "launcher"),
+    ("", "slurmd: fatal: can't stat gres.conf file /dev/nvidia0: No such file or directory", "launcher"),
+    ("", "[n1:0714] PMIX ERROR: OUT-OF-RESOURCE in file gds_dstore.c at line 1017", "launcher"),
+    ("", "Authentication refused: bad ownership or modes for directory /root", "launcher"),
+    ("", "ch-run: can't init user+mount namespaces: Operation not permitted (ch-run.c:519 1)", "launcher"),
+    ("", 'error creating new device: "missing RDMA device spec for device 0000:e1:00.0"', "launcher"),
+    ("", "[ERROR] URL https://gcr.io/v2/x/y/manifests/latest returned error code: 401 Unauthorized", "launcher"),
+    ("", "failed to solve: nvcr.io/x:1: failed to resolve source metadata for nvcr.io/x:1: unexpected status from HEAD "
+     "request to https://nvcr.io/v2/x/manifests/1: 401 Unauthorized", "launcher"),
+    ("", "the pmix error count and the rdma device spec were logged", "other"),
 ])
 def test_classify_text(type_name: str, message: str, expected: str) -> None:
     assert _load("classify").classify_text(type_name, message) == expected

@@ -109,7 +109,9 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                           # TensorFlow's diagnostics finding no driver libcuda loaded (the driver's CUDA library
                           # not installed: tensorflow#4267)
                           r"unable to find libcuda\.so DSO loaded into this program|"
-                          r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library", re.I)),
+                          r"Unable to dynamically load the \W{0,2}cuda\W{0,2} shared library|"
+                          # Singularity/Apptainer's --nv finding no driver library or binary on the host
+                          r"Could not find any (?:NVIDIA|nv) (?:libraries|binaries) on this host", re.I)),
     # The container runtime could not give the container its GPUs: Docker has no NVIDIA device driver
     # ("could not select device driver"), the NVIDIA hook failed (nvidia-container-cli, whose "load
     # library failed: libnvidia-ml.so.1: cannot open shared object file" is not a Python import), an
@@ -330,7 +332,19 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                             # Slurm refusing the job or its step before any task starts (GRES, CPUs, a step
                             # waiting for resources another step holds)
                             r"\b(?:srun|sbatch|salloc): error: (?:Unable to (?:create step|allocate resources)|"
-                            r"Batch job submission failed|Invalid generic resource)|"
+                            r"Batch job submission failed|Invalid generic resource|Requested GRES option unsupported)|"
+                            # an old Slurm's getopt not knowing a --gpus option
+                            r"\b(?:srun|sbatch|salloc): (?:unrecognized|unknown) option\W{1,3}-?-gpus|"
+                            # slurmctld refusing gres.conf's core binding; slurmd missing a gres.conf File= device
+                            r"invalid GRES core specification|can.t stat gres\.conf file |"
+                            # PMIx's own error lines (its shared-memory store, its server) at the ranks' start;
+                            # sshd refusing a key for the home's or ~/.ssh's modes; Charliecloud's ch-run unable to
+                            # set up its namespaces; the RDMA device plugin finding no RDMA device for its selector
+                            r"\bPMIX ERROR: |Authentication refused: bad ownership or modes|\bch-run(?:\[\d+\])?: |"
+                            r"missing RDMA device spec for device|"
+                            # a registry refusing the image pull: enroot's URL error code, BuildKit's metadata request
+                            r"\[ERROR\] URL https?://\S{1,300} returned error code: \d{3}|"
+                            r"failed to resolve source metadata for \S{1,300}: unexpected status|"
                             # a site's submit filter refusing an option's old form (--gres=gpu:N for --gpus)
                             r"\bParameter --[\w-]{1,20}=\S{0,40} no longer acceptable|"
                             r"step creation (?:temporarily|still) disabled, retrying|"
