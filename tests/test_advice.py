@@ -42,15 +42,20 @@ FIXED_BY_A_VARIABLE = [e for e in entries().values() if VARIABLES.search(e["fix"
 
 
 def test_on_real_logs_the_advice_names_the_variable_of_the_confirmed_fix_most_of_the_time():
+    # silence is right where the excerpt holds no fact that decides the cause (`undecided:`, as for the hints):
+    # such an entry counts only where the advice spoke
     named, silent, wrong = [], [], []
     for entry in FIXED_BY_A_VARIABLE:
         got = _unknown(log_record(entry))
         said = {v for s in got.subsystems for v in s.variables}
+        if not got.subsystems and "undecided" in entry:
+            continue
         (silent if not got.subsystems else named if said & set(VARIABLES.findall(entry["fix"])) else wrong).append(
             entry["id"])
-    assert len(FIXED_BY_A_VARIABLE) >= 15
-    assert len(named) >= 0.7 * len(FIXED_BY_A_VARIABLE), (named, silent, wrong)
-    assert len(wrong) <= 0.2 * len(FIXED_BY_A_VARIABLE), wrong
+    scored = len(named) + len(silent) + len(wrong)
+    assert scored >= 15
+    assert len(named) >= 0.7 * scored, (named, silent, wrong)
+    assert len(wrong) <= 0.2 * scored, wrong
 
 
 @pytest.mark.parametrize("entry_id, subsystem", [

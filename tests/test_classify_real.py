@@ -125,7 +125,12 @@ NOT_AN_ERROR_TEXT = {"nccl-dup-lib-3", "gdr-1", "gdr-2", "barrier-device-guess-2
                      # the sixteenth's (h16c-): a title in the reporter's words that two versions do not go together
                      "h16c-deepspeed-too-old-for-torch-1",
                      # the sixteenth's (h16b-): a title naming only the node's GPU count (nvidia.com/gpu: 0)
-                     "h16b-nvidia-runtime-not-default-2"}
+                     "h16b-nvidia-runtime-not-default-2",
+                     # the seventeenth's (h17a-, h17c-): a Ray traceback cut before the remote error, llama.cpp's
+                     # context set-up lines, an mpirun command line, vLLM's 'Error executing method' without the
+                     # error it wraps
+                     "h17a-nvls-1", "h17c-framework-code-regression-1", "h17c-custom-allreduce-no-p2p-1",
+                     "h17c-visible-devices-nonexistent-index-1"}
 CASES = [e for e in ENTRIES if e["expected_class"] in ERROR_CLASSES and e["id"] not in NOT_AN_ERROR_TEXT]
 
 

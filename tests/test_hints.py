@@ -2300,6 +2300,20 @@ CASES = [
         "with hash": refused("[ERROR] URL https://nvcr.io/v2/nvidia/pytorch/manifests/24.01-py3 returned error code: "
                              "401 Unauthorized"),
     }),
+    # the seventeenth split, group h17c-: a tensor-parallel slice of a quantized weight the kernel cannot take
+    ("tp-size-not-dividing-quantized-weights", failed(
+        "Assertion failed: Number of bytes for rows and cols must be a multiple of 32. However, num_rows_bytes = 8192 "
+        "and num_col_bytes = 1000. (cpp/tensorrt_llm/kernels/cutlass_kernels/cutlass_preprocessors.cpp:255)",
+        phase="prepare", error_class="other"), {
+        # the heads not divisible: tp-size-not-dividing-heads
+        "heads": failed("ValueError: Total number of attention heads (40) must be divisible by tensor parallel size "
+                        "(6).", phase="prepare", error_class="other"),
+        # the KV cache too small for the context: max-model-len's own hint
+        "kv cache": failed("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens "
+                           "that can be stored in KV cache (7344).", phase="prepare", error_class="oom"),
+        "another alignment": failed("ValueError: hidden_size must be a multiple of 64", phase="prepare",
+                                    error_class="other"),
+    }),
 ]
 
 # The widened and narrowed hints of the eleventh split and after, as CASES (whose order is the hints file's, one
@@ -2715,6 +2729,38 @@ WIDENED = [
         # libibverbs' other warnings (fork support, memlock) are not a missing provider
         "memlock": refused("libibverbs: Warning: RLIMIT_MEMLOCK is 65536 bytes.\n    This will severely limit memory "
                            "registrations."),
+    }),
+    # the seventeenth split, group h17a-: DeepSpeed's runner checking the first host with ssh, the traceback
+    # through its check_call, or its RuntimeError
+    ("launcher-ssh-unreachable", refused(
+        '  File "/usr/local/lib/python3.10/dist-packages/deepspeed/launcher/runner.py", line 470, in main\n'
+        "    subprocess.check_call(safe_ssh_cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+        '  File "/usr/lib/python3.10/subprocess.py", line 369, in check_call\n'
+        "    raise CalledProcessError(retcode, cmd)"), {
+        # another command the runner runs failing is not the ssh check
+        "another check_call": refused(
+            '  File "/usr/local/lib/python3.10/dist-packages/deepspeed/launcher/runner.py", line 600, in main\n'
+            "    subprocess.check_call(cmd)\n"
+            "subprocess.CalledProcessError: Command '['pdsh', '-w', 'node1']' returned non-zero exit status 1."),
+        "reachable": refused("[INFO] [runner.py:555:main] cmd = pdsh -S -f 1024 -w node1,node2 export NCCL_DEBUG=INFO"),
+    }),
+    ("launcher-ssh-unreachable", refused(
+        "RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh. If you are running "
+        "with a single node please remove /job/hostfile or setup passwordless ssh."), {
+        "reachable by ping": refused("PING worker-1 (10.0.1.13) 56(84) bytes of data."),
+    }),
+    # the seventeenth split, group h17a-: the fix names a framework indexing by the physical CUDA_VISIBLE_DEVICES id
+    ("rank-gpu-index-out-of-range", failed("cuda runtime error (101) : invalid device ordinal", phase="init",
+                                           error_class="cuda"), {
+        "another CUDA error": failed("cuda runtime error (98) : invalid device function", phase="step",
+                                     error_class="cuda"),
+    }),
+    # the seventeenth split, group h17c-: vLLM's (SGLang's) wording of the same quantized slice
+    ("tp-size-not-dividing-quantized-weights", failed(
+        "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by too large "
+        "tensor parallel size.", phase="prepare", error_class="other"), {
+        "heads": failed("ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 40 and "
+                        "`num_shards`: 6", phase="prepare", error_class="other"),
     }),
 ]
 

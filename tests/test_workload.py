@@ -588,6 +588,10 @@ def test_decode_nccl_version(code: int, text: str) -> None:
     ("", "ValueError: The config file at /root/.cache/huggingface/accelerate/default_config.yaml had unknown keys "
          "(['enable_cpu_affinity'])", "launcher"),
     ("", "pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "other"),
+    # the seventeenth split (h17c-): TensorRT-LLM unable to enable peer access between two GPUs: cuda; a peer
+    # access already enabled is no error
+    ("", "RuntimeError: Can't enable access between nodes 1 and 0", "cuda"),
+    ("", "INFO: enable access between nodes 1 and 0", "other"),
     # the sixteenth split (h16b-): TensorFlow finding no libcuda loaded: driver; the engine unable to start the
     # nvidia runtime, a deployment's default-runtime check, Open MPI's PMI component, a site refusing --gres:
     # launcher; an "acceptable" that is not a refused parameter stays other

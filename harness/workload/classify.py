@@ -234,6 +234,8 @@ _RULES: List[Tuple[str, re.Pattern[str]]] = [
                         r"(?<!WARN )Cuda failure 217 'peer access is not supported|"
                         # kernels for another architecture, CUDA's peer limit, CUDA after fork
                         r"invalid device function|peer mapping resources exhausted|TOO_MANY_PEERS|"
+                        # TensorRT-LLM enabling peer access between two GPUs that have none (its custom all-reduce)
+                        r"Can't enable access between nodes \d+ and \d+|"
                         r"Cannot re-initialize CUDA in forked subprocess|"
                         # the display's watchdog killing a long kernel, whatever "timed out" says
                         r"the launch timed out and was terminated|LAUNCH_TIMEOUT|cudaErrorLaunchTimeout|"
