@@ -2866,10 +2866,10 @@ def test_the_real_h200_record_matches_nothing():
     assert match(record) == []
 
 
-def _build_error() -> dict:
+def _build_error(reason: str = "pip failed: exit status 1") -> dict:
     return {"schema": 1, "cell": {"cuda": "12.4.1", "torch": "2.6.0", "accelerate": "1.2.1", "nccl": "2.25.1",
                                   "launcher": "accelerate", "id": "x"},
-            "env": {}, "outcome": {"status": "build-error", "reason": "pip failed: No space left on device"}}
+            "env": {}, "outcome": {"status": "build-error", "reason": reason}}
 
 
 @pytest.mark.parametrize("record", [
@@ -2886,6 +2886,11 @@ def _build_error() -> dict:
         "build-error", "wrong-types", "garbage-fingerprint"])
 def test_partial_records_match_nothing_and_never_raise(record):
     assert match(record) == []
+
+
+def test_a_build_error_of_a_full_disk_gets_the_full_filesystem_hint():
+    """A build-error cell has no attempt, only its reason: that is enough for a class of cause."""
+    assert ids(_build_error("pip failed: No space left on device")) == ["filesystem-full"]
 
 
 def test_a_partial_record_still_gets_what_it_shows():

@@ -8,23 +8,23 @@ hints of another cause) h3*-, the fourth (59, 25, 42%; 1) h4*-, the fifth (73, 2
 (77, 28, 36%; 4) h6*-, the seventh (80, 28, 35%; 18) h7*-, the eighth (71, 34, 48%; 8) h8*-, the ninth
 (75, 18, 24%; 13) h9*-, the tenth (46, 15, 33%; 4) h10*-, the eleventh (66, 13, 20%; 2) h11*-, the twelfth
 (80, 25, 31%; 4) h12*-, the thirteenth (44, 4, 9%; 6) h13*-, the fourteenth (35, 15, 43%; 1) h14*-, the
-fifteenth (100, 9, 9%; 7) h15*-, the sixteenth (40, 7, 18%; 8) h16*-. This is the seventeenth, collected
-2026-12-07 (while the sixteenth was read) by three collectors who did not read the hints, asked for
-representative failures, given the cause names to reuse where the cause is the same and, per entry, whether
-its excerpt holds the fact that decides its cause: 38 entries over 32 causes (multi-GPU training in PyTorch
-and its wrappers; GPU jobs on clusters and in containers; multi-GPU inference and serving), 20 decidable.
-Scored once on 2026-12-07, after the sixteenth had joined the training corpus and with no hint changed for
-it: the fix named in 6 (16%; 95% Wilson interval 7-30%), in 6 of the 20 decidable (30%); a certain hint of
-another cause on 1 (not decidable; below), a possible one only on none. On the 12 entries whose cause is one
-the training corpus has, the fix is named in 6; on the 26 of causes it has not (20 causes), in none. The
-issue's aim is 80% and none; these tests keep what was measured from getting worse.
-
-Scored again on 2026-12-08, still unread, after four class-of-cause hints (hints.d/95-classes-of-cause.yaml)
-were written from the training corpus alone, and judged (tests/data/heldout_judged.yaml: each hint that
-fired outside the entry's cause, judged blind from the confirmed fix and the hint's text): by cause label
-unchanged (6/38, the class hints count as generic); judged, the fix named in 9 (24%; 95% Wilson 13-39%), in 8
-of the 20 decidable (40%), no certain hint of another cause (the rank-index hint on the Lightning entry is
-judged to name its fix), no possible-only one."""
+fifteenth (100, 9, 9%; 7) h15*-, the sixteenth (40, 7, 18%; 8) h16*-, the seventeenth (38, 6, 16%; 1; judged
+9, 24%, none wrong) h17*-. This is the eighteenth, collected 2026-12-08 (while the seventeenth was read) by three
+collectors who did not read the hints, the scoring or the verdicts, asked for representative failures, given the
+cause names to reuse where the cause is the same and, per entry, whether its excerpt holds the fact that decides
+its cause: 50 entries over 36 causes (the driver, CUDA and the GPU stack around installs and upgrades; multi-GPU
+training outside plain PyTorch; fine-tuning toolkits run as-is), 31 decidable. Scored once on 2026-12-08, after
+the seventeenth had joined the training corpus, with the class-of-cause hints, and with no hint changed for it:
+by cause label the fix named in 8 (16%; 95% Wilson interval 8-29%), in 8 of the 31 decidable (26%); a certain
+hint of another cause label on 9 (8 decidable), a possible one only on 1; on the 21 entries whose cause the
+training corpus has, 8; on the 29 of causes it has not (19 causes), none. Judged (tests/data/heldout_judged.yaml:
+the 11 hints that fired outside their entry's cause label, judged blind from the confirmed fix and the hint's
+text; 9 name the fix): the fix named in 17 (34%; 22-48%), in 17 of the 31 decidable (55%; 38-71%); a certain hint
+that names another fix on 1 (not decidable: LLaMA-Factory's own regression, fsdp-mixed-requires-grad), a possible
+one only on 1 (a driver too old for the torch build, nvml-driver-mismatch); 8 of the 29 entries of new cause
+labels named (the label was new, the fix a known hint's: an extension built for another torch, an unsigned
+module under Secure Boot, mpi4py against another MPI, device_map across processes). The issue's aim is 80% and
+none; these tests keep what was measured from getting worse."""
 
 from __future__ import annotations
 
@@ -57,9 +57,14 @@ def test_on_the_training_split_every_fix_is_named_and_no_hint_names_another_caus
     assert train.named == train.n and train.wrong_certain == 0 and train.wrong_possible == 0
 
 
-# The certain hints of another cause when the split was scored (2026-12-07), unread: what the tests
-# keep from growing until the split is read and joins the training corpus.
-KNOWN_CERTAIN_WRONG = {"h17a-framework-code-regression-1"}
+# The certain hints of another cause label when the split was scored (2026-12-08), unread: what the tests
+# keep from growing until the split is read and joins the training corpus (judged, all but one name the fix).
+KNOWN_CERTAIN_WRONG = {"h18a-prebuilt-wheel-torch-mismatch-1", "h18a-prebuilt-wheel-torch-mismatch-2",
+                       "h18a-prebuilt-wheel-torch-mismatch-3", "h18a-secure-boot-unsigned-module-1",
+                       "h18b-mpi4py-mpi-mismatch-1", "h18c-framework-code-regression-1",
+                       "h18c-device-map-auto-split-unsupported-1", "h18c-extension-torch-version-mismatch-1",
+                       "h18c-extension-torch-version-mismatch-2"}
+KNOWN_JUDGED_WRONG = {"h18c-framework-code-regression-1"}
 
 
 def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
@@ -70,8 +75,8 @@ def test_on_the_held_out_split_no_new_certain_hint_names_another_cause():
 
 def test_on_the_held_out_split_the_fix_is_named_at_least_as_often_as_when_it_was_collected():
     held = figures("held-out", held_out())
-    assert held.named >= 6 and held.n == 38, held.line()
-    assert held.wrong_possible == 0, held.line()  # possible only, with the caveat of what was not measured
+    assert held.named >= 8 and held.n == 50, held.line()
+    assert held.wrong_possible <= 1, held.line()  # possible only, with the caveat of what was not measured
 
 
 # ---------------------------------------------------------------- judged: verdicts on the hints outside the cause
@@ -98,5 +103,6 @@ def test_each_verdict_names_a_held_out_entry_a_hint_and_says_why():
 
 def test_judged_the_held_out_fix_is_named_at_least_as_often_as_when_it_was_judged():
     judged = figures("held-out, judged", held_out(), judged=True)
-    assert judged.named >= 9 and judged.n == 38, judged.line()
-    assert judged.wrong_certain == 0 and judged.wrong_possible == 0, judged.line()
+    assert judged.named >= 17 and judged.n == 50, judged.line()
+    assert {s.id for s in judged.scored if s.wrong_certain} <= KNOWN_JUDGED_WRONG, judged.line()
+    assert judged.wrong_possible <= 1, judged.line()
