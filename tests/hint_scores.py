@@ -87,11 +87,17 @@ class Scored:
     decidable: bool = True  # the excerpt holds the fact that decides its cause (no `undecided:`)
 
 
+def of_its_cause(entry: dict, by_cause: dict[str, set[str]] | None = None) -> set[str]:
+    """The hints that name the entry's fix by its cause label: built from an entry of the same cause, or
+    named for it (`also_named_by`). Any other hint that fires is outside its cause."""
+    by_cause = cause_hints() if by_cause is None else by_cause
+    return by_cause.get(entry["cause"], set()) | set(entry.get("also_named_by", ()))
+
+
 def score(entry: dict, by_cause: dict[str, set[str]] | None = None, judged: bool = False) -> Scored:
     """By the cause label (a hint built from an entry of the same cause names the fix), or also `judged`:
     a hint outside the cause with a current verdict counts as that verdict says."""
-    by_cause = cause_hints() if by_cause is None else by_cause
-    mine = by_cause.get(entry["cause"], set()) | set(entry.get("also_named_by", ()))
+    mine = of_its_cause(entry, by_cause)
     record = log_record(entry)
     got = fired(record)
     other: set[str] = set()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import hints
+from harness import hints, hintsfile
 from harness.errors import HarnessError
 from harness.hints import Hint, HintsError, facts, load, match
 
@@ -2987,7 +2987,7 @@ def test_duplicate_ids_and_bad_shapes_are_refused(tmp_path):
 
 
 def test_default_rules_are_the_packaged_folder_file_after_file():
-    files = sorted(hints.PACKAGED.glob("*.yaml"))
+    files = hintsfile.files(hints.PACKAGED)
     assert len(files) >= 10
     assert [r.hint for r in load()] == [r.hint for r in hints._default_rules()]
     assert [r.hint.id for r in load()] == [r.hint.id for f in files for r in load(f)]
@@ -2998,7 +2998,7 @@ def test_each_packaged_hints_file_keeps_room_under_the_parsers_bound():
     past half the bound is the signal to split it, before a fold fills it."""
     from harness import yamlfile
 
-    sizes = {f.name: f.stat().st_size for f in hints.PACKAGED.glob("*.yaml")}
+    sizes = {f.name: f.stat().st_size for f in hintsfile.files(hints.PACKAGED)}
     assert sizes and {name: size for name, size in sizes.items() if size > yamlfile.MAX_BYTES // 2} == {}
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from harness.hints import load
 
-from .hint_scores import digest, figures, held_out, training, verdicts
+from .hint_scores import digest, figures, held_out, of_its_cause, training, verdicts
 from .test_hints_real import cause_hints, fired, log_record
 
 
@@ -88,7 +88,7 @@ def test_every_hint_that_fires_outside_its_cause_on_the_held_out_split_has_a_cur
     for entry in held_out():
         for hint_id, m in fired(log_record(entry)).items():
             said = verdicts().get((entry["id"], hint_id))
-            if hint_id not in by_cause.get(entry["cause"], set()) and (not said or said["digest"] != digest(m.hint)):
+            if hint_id not in of_its_cause(entry, by_cause) and (not said or said["digest"] != digest(m.hint)):
                 missing.append(f"{entry['id']}: {hint_id} ({'stale' if said else 'none'})")
     assert not missing, missing
 

@@ -111,6 +111,12 @@ def test_a_confirmed_real_log_gets_the_hint_of_its_cause(entry):
     assert not foreign, f"{entry['id']} ({entry['cause']}) also got {sorted(foreign)}"
 
 
+@lru_cache(maxsize=1)
+def rules_by_id() -> dict[str, Rule]:
+    """The packaged rules by hint id, read once (as built_from)."""
+    return {rule.hint.id: rule for rule in load()}
+
+
 def cited_fires(rule: Rule, entry: dict) -> bool:
     """The hint fires on an entry it cites: a generic one (shown only where no specific hint matched) on
     its own, since the entry's specific hint may stand in front of it."""
@@ -121,9 +127,8 @@ def cited_fires(rule: Rule, entry: dict) -> bool:
 
 @pytest.mark.parametrize("entry_id", sorted(built_from()), ids=sorted(built_from()))
 def test_each_hint_fires_on_every_entry_it_cites(entry_id):
-    rules = {rule.hint.id: rule for rule in load()}
     for hint_id in built_from()[entry_id]:
-        assert cited_fires(rules[hint_id], entries()[entry_id]), f"{hint_id} cites {entry_id} but does not fire on it"
+        assert cited_fires(rules_by_id()[hint_id], entries()[entry_id]), f"{hint_id} cites {entry_id} but does not fire on it"
 
 
 @pytest.mark.parametrize("entry", UNDECIDED, ids=[e["id"] for e in UNDECIDED])
@@ -168,7 +173,7 @@ def test_every_packaged_hint_has_a_fix_and_real_evidence():
 
 def test_every_hint_is_covered_by_a_real_entry():
     """Each hint fires on at least one real public log it cites."""
-    for rule in load():
+    for rule in rules_by_id().values():
         assert any(cited_fires(rule, entries()[e]) for e in rule.hint.evidence), rule.hint.id
 
 
